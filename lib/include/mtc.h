@@ -1,0 +1,330 @@
+/*
+ * mtc.h — the whole public C ABI of multi-tensor-copier (libmtc).
+ *
+ * libmtc moves nested batches of many small tensors between host memory and
+ * CUDA GPUs. Callers describe each tensor ("leaf") by address and size; the
+ * library packs small host leaves into a few staging chunks, copies each chunk
+ * with one asynchronous DMA, and hands back where every leaf landed.
+ *
+ * Life cycle of one copy (a "plan"):
+ *
+ *     mtc_options opts = MTC_OPTIONS_INIT;
+ *     mtc_plan *plan;
+ *     if (mtc_plan_create(0, &opts, &plan) != MTC_OK) puts(mtc_last_error());
+ *     mtc_plan_add_leaves(plan, leaves, n);        // or mtc_plan_add_leaf, once per leaf
+ *     mtc_plan_submit(plan);                       // returns at once
+ *     while (mtc_plan_poll(plan) == MTC_IN_PROGRESS) do_other_work();
+ *     mtc_plan_results(plan, 0, n, results);       // where each leaf landed
+ *     for (...) mtc_block_retain(results[i].block); // keep outputs past the plan
+ *     mtc_plan_release(plan);
+ *
+ * Conventions
+ *  - Every fallible call returns an mtc_status. On failure the message is
+ *    readable with mtc_plan_last_error() for calls on a plan, and with
+ *    mtc_last_error() (per thread) for every call.
+ *  - Release functions accept NULL.
+ *  - The CUDA driver (libcuda.so.1) is loaded on first use, never linked.
+ *    Without it, host-only copies still work and asking for a CUDA device
+ *    returns MTC_ERR_NO_DRIVER with a message saying why.
+ *  - Threads: different plans may be used from different threads at once.
+ *    One plan must not be used from two threads at the same time.
+ *    Blocks may be retained and released from any thread.
+ *  - Structs passed in are size-prefixed (first field struct_size) and only
+ *    grow at the end, so older callers keep working.
+ */
+#ifndef MTC_H
+#define MTC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MTC_API __attribute__((visibility("default")))
+#else
+#define MTC_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define MTC_VERSION_MAJOR 0
+#define MTC_VERSION_MINOR 1
+#define MTC_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define MTC_VERSION_NUMBER \
+  (MTC_VERSION_MAJOR * 10000 + MTC_VERSION_MINOR * 100 + MTC_VERSION_PATCH)
+
+/* Returns MTC_VERSION_NUMBER of the loaded library, so bindings can check
+ * that they loaded the library they were written for. Any thread. */
+MTC_API uint32_t mtc_version_number(void);
+
+/* Returns the version as a static string such as "0.1.0". Any thread. */
+MTC_API const char *mtc_version_string(void);
+
+/* ----------------------------------------------------------------- status */
+
+typedef enum mtc_status {
+  MTC_OK = 0,
+  /* mtc_plan_poll: the copy has not finished yet. Not an error. */
+  MTC_IN_PROGRESS = 1,
+  /* A bad argument: NULL where a value is needed, a size or alignment out of
+   * range, a leaf that does not describe memory. */
+  MTC_ERR_INVALID_ARGUMENT = 2,
+  /* The call does not fit the plan's state (adding leaves after submit,
+   * reading results before the copy finished, submitting twice). */
+  MTC_ERR_INVALID_STATE = 3,
+  /* The CUDA driver could not be loaded or initialised. */
+  MTC_ERR_NO_DRIVER = 4,
+  /* The CUDA device ordinal does not exist on this machine. */
+  MTC_ERR_NO_DEVICE = 5,
+  /* A host, pinned or device allocation failed. */
+  MTC_ERR_OUT_OF_MEMORY = 6,
+  /* Any other error reported by the CUDA driver; the message names it. */
+  MTC_ERR_CUDA = 7,
+  /* A valid request this build cannot serve. */
+  MTC_ERR_UNSUPPORTED = 8,
+  /* A bug in libmtc. */
+  MTC_ERR_INTERNAL = 9
+} mtc_status;
+
+/* Returns a static name for a status ("MTC_OK", ...); "MTC_UNKNOWN_STATUS"
+ * for values outside the enum. Any thread. */
+MTC_API const char *mtc_status_name(int32_t status);
+
+/* Returns the message of the last failed call made on this thread, or "" if
+ * none failed yet. The string stays valid until the next libmtc call on the
+ * same thread. */
+MTC_API const char *mtc_last_error(void);
+
+/* ---------------------------------------------------------------- devices */
+
+/* The device value that means host memory. CUDA devices are 0, 1, ... */
+#define MTC_DEVICE_CPU (-1)
+
+/* Writes the number of CUDA devices to *out_count. Without a driver it
+ * writes 0 and returns MTC_ERR_NO_DRIVER (the message says why). */
+MTC_API mtc_status mtc_cuda_device_count(int32_t *out_count);
+
+/* Writes the calling thread's current CUDA device (that of its current
+ * context) to *out_device, or 0 when the thread has no current context. */
+MTC_API mtc_status mtc_cuda_current_device(int32_t *out_device);
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct mtc_options {
+  /* sizeof(mtc_options) as the caller knows it. */
+  uint32_t struct_size;
+  /* Nonzero: host leaves are staged through the pinned-memory pool so that
+   * every host-to-device DMA reads pinned memory. Zero: the driver copies
+   * from pageable memory directly (slower, blocks the submitting thread). */
+  uint32_t use_pinned_staging;
+  /* Nonzero: contiguous host leaves up to pack_threshold_bytes are packed
+   * together into chunks, one DMA per chunk. */
+  uint32_t pack_cpu_tensors;
+  /* Nonzero: mtc_plan_submit hands staging and submission to the library's
+   * background thread and returns at once. Zero: submit does that work on
+   * the calling thread before it returns. */
+  uint32_t use_background_thread;
+  /* Each packed leaf starts at a multiple of
+   * max(min_packed_alignment_bytes, element_size). A power of two, 1..4096. */
+  uint64_t min_packed_alignment_bytes;
+  /* Most bytes in one packed chunk; a leaf larger than this gets a block of
+   * its own. 1 byte .. 1 TiB. */
+  uint64_t max_packed_chunk_bytes;
+  /* Host leaves of at most this many bytes are packed. */
+  uint64_t pack_threshold_bytes;
+  /* Most staging threads this plan uses from the shared pool; 0 = all. */
+  uint32_t staging_threads;
+  uint32_t reserved0;
+  /* Unpacked host leaves are staged through pinned memory in pieces of this
+   * many bytes, staging piece k+1 while piece k is in flight. >= 4096. */
+  uint64_t staging_piece_bytes;
+} mtc_options;
+
+/* The defaults, the same as accvlab's multi_tensor_copier where it has them. */
+#define MTC_OPTIONS_INIT                                                   \
+  {                                                                        \
+    (uint32_t)sizeof(mtc_options), 1u, 1u, 1u, 16u, (uint64_t)32 << 20,    \
+        (uint64_t)256 << 10, 0u, 0u, (uint64_t)4 << 20                     \
+  }
+
+/* Fills *options with MTC_OPTIONS_INIT, for callers that cannot use the
+ * macro (FFI). */
+MTC_API void mtc_options_init(mtc_options *options);
+
+/* ------------------------------------------------------------------ leaves */
+
+/* mtc_leaf.flags */
+enum {
+  /* Never pack this leaf: copy it into a block of its own. */
+  MTC_LEAF_NO_PACK = 1u
+};
+
+/* One tensor to copy: a run of bytes (or rows of bytes) in host memory or
+ * in one CUDA device's memory. The copy is always dense. 40 bytes. */
+typedef struct mtc_leaf {
+  /* Host pointer, or CUdeviceptr, of the first byte. May be 0 when bytes is 0. */
+  uint64_t address;
+  /* Size of the leaf in bytes (the size of its dense copy). */
+  uint64_t bytes;
+  /* Non-contiguous host leaves: distance in bytes from the start of one row
+   * to the next in the source. Ignored unless row_count > 1. */
+  uint64_t row_pitch;
+  /* MTC_DEVICE_CPU, or the CUDA device that holds address. */
+  int32_t device;
+  /* Bytes per element: 1, 2, 4, 8 or 16. The copy starts at a multiple. */
+  uint32_t element_size;
+  /* 0 or 1: contiguous. More: the leaf is row_count rows of
+   * bytes / row_count bytes each, row_pitch apart in the source (host only). */
+  uint32_t row_count;
+  /* MTC_LEAF_* bits. */
+  uint32_t flags;
+} mtc_leaf;
+
+/* ---------------------------------------------------------------- blocks */
+
+/* A refcounted allocation that holds copied leaves: device memory, or host
+ * memory for copies to the host. Several leaves (a packed chunk) can view
+ * one block; the memory is freed when the last reference is released. */
+typedef struct mtc_block mtc_block;
+
+typedef struct mtc_block_info {
+  uint32_t struct_size;
+  /* MTC_DEVICE_CPU for host memory, else the CUDA device. */
+  int32_t device;
+  /* First byte of the block. */
+  uint64_t address;
+  /* Usable bytes. */
+  uint64_t bytes;
+  /* Nonzero when the host memory is page-locked (pinned). */
+  uint32_t pinned;
+  uint32_t reserved0;
+} mtc_block_info;
+
+/* Adds a reference to block. NULL is ignored. Any thread. */
+MTC_API void mtc_block_retain(mtc_block *block);
+
+/* Drops a reference; the last one frees the memory (device memory in stream
+ * order on the library's copy stream for that device). NULL is ignored. Any
+ * thread. Work that reads the block must be finished, or ordered before
+ * the library's next copy, when the last reference goes. */
+MTC_API void mtc_block_release(mtc_block *block);
+
+/* Writes what block is to *out (out->struct_size must be set). */
+MTC_API mtc_status mtc_block_get_info(const mtc_block *block,
+                                      mtc_block_info *out);
+
+/* ------------------------------------------------------------------ plans */
+
+/* One copy of many leaves to one target device. */
+typedef struct mtc_plan mtc_plan;
+
+/* mtc_leaf_result.flags */
+enum {
+  /* The leaf was already where it had to be: address is the input address
+   * and block is NULL. Nothing was copied. */
+  MTC_RESULT_REUSED = 1u,
+  /* The leaf was packed into a chunk shared with other leaves. */
+  MTC_RESULT_PACKED = 2u
+};
+
+/* Where one leaf landed. 32 bytes. */
+typedef struct mtc_leaf_result {
+  /* The leaf's copy (or the input itself when reused); 0 for 0-byte leaves. */
+  uint64_t address;
+  /* The block that owns address, or NULL (reused and 0-byte leaves). The
+   * plan holds one reference to each block until it is released. */
+  mtc_block *block;
+  /* address - start of block. */
+  uint64_t offset;
+  /* MTC_DEVICE_CPU or the CUDA device that holds address. */
+  int32_t device;
+  /* MTC_RESULT_* bits. */
+  uint32_t flags;
+} mtc_leaf_result;
+
+/* Creates an empty plan that copies to target_device (MTC_DEVICE_CPU or a
+ * CUDA ordinal). options may be NULL for the defaults. Returns
+ * MTC_ERR_INVALID_ARGUMENT for options out of range, MTC_ERR_NO_DRIVER or
+ * MTC_ERR_NO_DEVICE for a CUDA target that cannot be served; then
+ * *out_plan is NULL and mtc_last_error() says why. */
+MTC_API mtc_status mtc_plan_create(int32_t target_device,
+                                   const mtc_options *options,
+                                   mtc_plan **out_plan);
+
+/* Appends one leaf; its index (0, 1, ...) is written to *out_index when
+ * out_index is not NULL. Only before submit. The memory the leaf describes
+ * must stay valid and unchanged until the copy has finished. */
+MTC_API mtc_status mtc_plan_add_leaf(mtc_plan *plan, const mtc_leaf *leaf,
+                                     uint64_t *out_index);
+
+/* Appends count leaves read from an array of mtc_leaf, in order. On error no
+ * leaf of the call is added and mtc_plan_error_leaf() names the bad one. */
+MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
+                                       uint64_t count);
+
+/* Number of leaves added so far. 0 for NULL. */
+MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan);
+
+/* Starts the copy: lays the leaves out, then stages and submits them (on the
+ * background thread when the plan's options say so). Returns at once in that
+ * case; errors found later are reported by poll and wait. Once only. */
+MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
+
+/* Returns MTC_OK when the copy has finished, MTC_IN_PROGRESS while it runs,
+ * or the error that stopped it. Never blocks. */
+MTC_API mtc_status mtc_plan_poll(mtc_plan *plan);
+
+/* Blocks until the copy has finished (or failed) and returns as poll would.
+ * Waits for this copy only, not for other work on the GPU. Safe to call from
+ * another thread than the one polling the plan (for example an FFI
+ * "nonblocking" call) as long as the plan is not released meanwhile. */
+MTC_API mtc_status mtc_plan_wait(mtc_plan *plan);
+
+/* Writes results of leaves [first, first + count) to out. Only after poll or
+ * wait returned MTC_OK. */
+MTC_API mtc_status mtc_plan_results(mtc_plan *plan, uint64_t first,
+                                    uint64_t count, mtc_leaf_result *out);
+
+/* The message of the plan's last error, or "" if none. Valid until the plan
+ * is released. "" for NULL. */
+MTC_API const char *mtc_plan_last_error(const mtc_plan *plan);
+
+/* Index of the leaf that the plan's last error is about, or -1. */
+MTC_API int64_t mtc_plan_error_leaf(const mtc_plan *plan);
+
+/* Releases the plan: waits for a copy in flight, returns staging memory to
+ * its pool and drops the plan's block references (blocks retained by the
+ * caller live on). NULL is ignored. */
+MTC_API void mtc_plan_release(mtc_plan *plan);
+
+/* ----------------------------------------------------------------- stats */
+
+/* Library-wide counters, for tests, benchmarks and leak checks. */
+typedef struct mtc_stats {
+  uint32_t struct_size;
+  uint32_t staging_threads;      /* size of the shared staging pool */
+  uint64_t plans_live;           /* plans created and not yet released */
+  uint64_t blocks_live;          /* blocks not yet freed (host and device) */
+  uint64_t device_bytes_live;    /* bytes in live device blocks */
+  uint64_t host_bytes_live;      /* bytes in live host blocks */
+  uint64_t pinned_bytes_cached;  /* pinned staging bytes idle in the pool */
+  uint64_t pinned_bytes_in_use;  /* pinned staging bytes lent to copies */
+  uint64_t pinned_allocations;   /* cuMemHostAlloc calls so far */
+  uint64_t pinned_reuses;        /* pool hits so far */
+} mtc_stats;
+
+/* Writes the counters to *out (out->struct_size must be set). Any thread. */
+MTC_API mtc_status mtc_get_stats(mtc_stats *out);
+
+/* Frees idle pinned staging memory held by the pool. Any thread. */
+MTC_API void mtc_trim_pools(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MTC_H */
