@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the GPU suite, the example and the example-batch timing on a CUDA host
+# that has neither node nor zig: the library and one runtime come prebuilt in
+# .carry/ (made by scripts/pack-for-gpu-host.sh). Usage:
+#   bash scripts/gpu-host.sh bun|deno [timing runs]
+# Logs go to $OUT when it is set, else to ./gpu-logs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+runtime=${1:?usage: gpu-host.sh bun|deno [runs]}
+runs=${2:-300}
+logs=${OUT:-$PWD/gpu-logs}
+mkdir -p "$logs"
+export MTC_LIBRARY_PATH="$PWD/.carry/lib/libmtc.so" MTC_REQUIRE_GPU=1 DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
+bin=/tmp/mtc-runtime/$runtime
+if [ ! -x "$bin" ]; then
+  mkdir -p /tmp/mtc-runtime
+  xz -dc ".carry/$runtime.xz" > "$bin" && chmod +x "$bin" || { echo "cannot unpack .carry/$runtime.xz"; exit 1; }
+fi
+echo "runtime: $("$bin" --version | head -1); library: $MTC_LIBRARY_PATH"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+status=0
+case $runtime in
+  bun)
+    test_cmd=("$bin" test tests/gpu)
+    run_cmd=("$bin") ;;
+  deno)
+    test_cmd=("$bin" test --allow-ffi --allow-env --allow-read --allow-run tests/gpu)
+    run_cmd=("$bin" run --allow-ffi --allow-env --allow-read) ;;
+  *) echo "unknown runtime $runtime"; exit 2 ;;
+esac
+echo "=== GPU suite ($runtime)"
+"${test_cmd[@]}" 2>&1 | tee "$logs/gpu-suite-$runtime.log" || status=1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "=== example ($runtime)"
+"${run_cmd[@]}" examples/example.ts 2>&1 | tee "$logs/example-$runtime.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "=== example timing, $runs runs ($runtime)"
+"${run_cmd[@]}" examples/example.ts --runs "$runs" --quiet 2>&1 | tee "$logs/timing-$runtime.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "gpu-host.sh $runtime: $([ $status -eq 0 ] && echo ok || echo FAILED)"
+exit $status

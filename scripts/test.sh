@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every test suite that needs no GPU, and the GPU suite (which skips,
+# saying so, where no CUDA device exists). Installs the toolchain first.
+# Exits non-zero if any suite fails; the last line counts the suites.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+export DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
+
+ZIG=.tools/zig
+BUN=node_modules/.bin/bun
+DENO=node_modules/.bin/deno
+FAKE="$PWD/zig-out/lib/libfakecuda.so"
+DENO_TEST=("$DENO" test --allow-ffi --allow-env --allow-read --allow-run)
+passed=0
+failed=()
+
+suite() { # suite NAME COMMAND...: runs one suite and records the outcome
+  local name=$1
+  shift
+  echo
+  echo "=== $name"
+  if "$@"; then passed=$((passed + 1)); else failed+=("$name"); fi
+}
+
+exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
+  local bad
+  bad=$(nm -D --defined-only zig-out/lib/libmtc.so | awk '{print $3}' | grep -v '^mtc_' || true)
+  if [ -n "$bad" ]; then echo "libmtc.so exports symbols outside mtc_: $bad"; return 1; fi
+  echo "libmtc.so exports $(nm -D --defined-only zig-out/lib/libmtc.so | grep -c ' mtc_') mtc_ symbols and nothing else"
+}
+
+suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
+suite "C tests (zig build test)" "$ZIG" build test --summary all
+suite "exported symbols" exports_only_mtc
+suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
+suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples
+suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" "$BUN" test tests/ts
+suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" "${DENO_TEST[@]}" tests/ts
+suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
+suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
+suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
+suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'failed suite: %s\n' "${failed[@]}"
+fi
+echo "suites: $passed passed, ${#failed[@]} failed"
+[ ${#failed[@]} -eq 0 ]
