@@ -115,7 +115,9 @@ MTC_API mtc_status mtc_cuda_current_device(int32_t *out_device);
 /* ---------------------------------------------------------------- options */
 
 typedef struct mtc_options {
-  /* sizeof(mtc_options) as the caller knows it. */
+  /* sizeof(mtc_options) as the caller knows it; at least 56, the size in
+   * version 0.1. Later versions accept 56 too and give fields added after
+   * it their defaults. */
   uint32_t struct_size;
   /* Nonzero: host leaves are staged through the pinned-memory pool so that
    * every host-to-device DMA reads pinned memory. Zero: the driver copies
@@ -271,7 +273,10 @@ MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan);
 
 /* Starts the copy: lays the leaves out, then stages and submits them (on the
  * background thread when the plan's options say so). Returns at once in that
- * case; errors found later are reported by poll and wait. Once only. */
+ * case; errors found later are reported by poll and wait. Once only. An
+ * error ends the plan: poll and wait return it, and the plan can only be
+ * released. A leaf on a CUDA device this machine lacks is reported here
+ * (MTC_ERR_NO_DEVICE / MTC_ERR_NO_DRIVER, naming the leaf). */
 MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
 
 /* Returns MTC_OK when the copy has finished, MTC_IN_PROGRESS while it runs,
@@ -293,7 +298,8 @@ MTC_API mtc_status mtc_plan_results(mtc_plan *plan, uint64_t first,
  * is released. "" for NULL. */
 MTC_API const char *mtc_plan_last_error(const mtc_plan *plan);
 
-/* Index of the leaf that the plan's last error is about, or -1. */
+/* Index in the plan (0, 1, ... over all adds) of the leaf that the plan's
+ * last error is about, or -1. */
 MTC_API int64_t mtc_plan_error_leaf(const mtc_plan *plan);
 
 /* Releases the plan: waits for a copy in flight, returns staging memory to
@@ -312,9 +318,11 @@ typedef struct mtc_stats {
   uint64_t device_bytes_live;    /* bytes in live device blocks */
   uint64_t host_bytes_live;      /* bytes in live host blocks */
   uint64_t pinned_bytes_cached;  /* pinned staging bytes idle in the pool */
-  uint64_t pinned_bytes_in_use;  /* pinned staging bytes lent to copies */
+  uint64_t pinned_bytes_in_use;  /* pinned bytes lent out: staging of copies
+                                    in flight and pinned host blocks */
   uint64_t pinned_allocations;   /* cuMemHostAlloc calls so far */
   uint64_t pinned_reuses;        /* pool hits so far */
+  uint64_t reserved0;            /* 0; room to grow within 80 bytes */
 } mtc_stats;
 
 /* Writes the counters to *out (out->struct_size must be set). Any thread. */

@@ -1,0 +1,15 @@
+/* background.h — the library's one background thread, which runs submitted
+ * work items in FIFO order so that mtc_plan_submit can return at once. */
+#ifndef MTC_BACKGROUND_H
+#define MTC_BACKGROUND_H
+
+typedef struct mtc_background_item {
+  void (*run)(struct mtc_background_item *item);
+  struct mtc_background_item *next; /* owned by the queue */
+} mtc_background_item;
+
+/* Queues item; the thread calls item->run(item) later. Returns 0, or -1 if
+ * the thread could not be started (then the caller runs the work itself). */
+int mtc_background_enqueue(mtc_background_item *item);
+
+#endif

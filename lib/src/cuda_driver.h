@@ -1,0 +1,117 @@
+/* cuda_driver.h — the slice of the CUDA driver API that libmtc uses, declared
+ * here so that the library builds without cuda.h and has no link-time
+ * dependency on libcuda: the driver is opened with dlopen on first use. */
+#ifndef MTC_CUDA_DRIVER_H
+#define MTC_CUDA_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mtc.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef uint64_t CUdeviceptr;
+typedef uint64_t cuuint64_t;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_READY = 600,
+  CU_STREAM_NON_BLOCKING = 1,
+  CU_EVENT_DISABLE_TIMING = 2,
+  CU_MEMHOSTALLOC_PORTABLE = 1,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+};
+
+typedef struct CUmemLocation {
+  int type;
+  int id;
+} CUmemLocation;
+
+/* Must match the driver's layout: 88 bytes. */
+typedef struct CUmemPoolProps {
+  int allocType;
+  int handleTypes;
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+
+_Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps is 88 bytes");
+
+/* Entry points, resolved once with dlsym under these exact names. */
+typedef struct mtc_cuda_api {
+  CUresult (*cuInit)(unsigned int flags);
+  CUresult (*cuDriverGetVersion)(int *version);
+  CUresult (*cuGetErrorName)(CUresult error, const char **name);
+  CUresult (*cuGetErrorString)(CUresult error, const char **text);
+  CUresult (*cuDeviceGetCount)(int *count);
+  CUresult (*cuDeviceGet)(CUdevice *device, int ordinal);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice device);
+  CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice device);
+  CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+  CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+  CUresult (*cuCtxPushCurrent_v2)(CUcontext ctx);
+  CUresult (*cuCtxPopCurrent_v2)(CUcontext *ctx);
+  CUresult (*cuCtxGetDevice)(CUdevice *device);
+  CUresult (*cuStreamCreate)(CUstream *stream, unsigned int flags);
+  CUresult (*cuStreamDestroy_v2)(CUstream stream);
+  CUresult (*cuStreamSynchronize)(CUstream stream);
+  CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent event,
+                                unsigned int flags);
+  CUresult (*cuEventCreate)(CUevent *event, unsigned int flags);
+  CUresult (*cuEventDestroy_v2)(CUevent event);
+  CUresult (*cuEventRecord)(CUevent event, CUstream stream);
+  CUresult (*cuEventQuery)(CUevent event);
+  CUresult (*cuEventSynchronize)(CUevent event);
+  CUresult (*cuMemHostAlloc)(void **ptr, size_t bytes, unsigned int flags);
+  CUresult (*cuMemFreeHost)(void *ptr);
+  CUresult (*cuMemAlloc_v2)(CUdeviceptr *ptr, size_t bytes);
+  CUresult (*cuMemFree_v2)(CUdeviceptr ptr);
+  /* The stream-ordered allocator entries below may be missing from old
+   * drivers; then they stay NULL and devices fall back to cuMemAlloc_v2. */
+  CUresult (*cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *props);
+  CUresult (*cuMemPoolDestroy)(CUmemoryPool pool);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool pool, int attribute,
+                                    void *value);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *ptr, size_t bytes,
+                                      CUmemoryPool pool, CUstream stream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
+  CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src,
+                                   size_t bytes, CUstream stream);
+  CUresult (*cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t bytes,
+                                   CUstream stream);
+  CUresult (*cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src,
+                                   size_t bytes, CUstream stream);
+  CUresult (*cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dst_ctx,
+                                CUdeviceptr src, CUcontext src_ctx,
+                                size_t bytes, CUstream stream);
+} mtc_cuda_api;
+
+/* Loads and initialises the driver once per process (thread-safe). On
+ * success *out points to the resolved table, valid for the process's life.
+ * On failure returns MTC_ERR_NO_DRIVER and sets the thread's last error to a
+ * message naming the library and the reason; later calls fail the same way. */
+mtc_status mtc_cuda_load(const mtc_cuda_api **out);
+
+/* Number of CUDA devices; loads the driver first. */
+mtc_status mtc_cuda_device_count_internal(int *out_count);
+
+/* Sets the thread's last error to "<what> failed: CUDA_ERROR_X (...)" and
+ * returns the matching status (MTC_ERR_OUT_OF_MEMORY for out-of-memory,
+ * MTC_ERR_CUDA otherwise). */
+mtc_status mtc_cuda_fail(CUresult result, const char *what);
+
+/* "CUDA_ERROR_X" for result, never NULL. */
+const char *mtc_cuda_error_name(CUresult result);
+
+#endif

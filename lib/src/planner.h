@@ -1,0 +1,58 @@
+/* planner.h — where each leaf of a plan goes: pure layout logic, no CUDA and
+ * no allocation of copy memory, so it can be tested on its own.
+ *
+ * Every leaf gets one placement:
+ *   ZERO    0 bytes: nothing to copy; result address 0, no block.
+ *   REUSED  already on the target and contiguous: the input is the result.
+ *   PACKED  copied into chunk `chunk` at byte `offset`.
+ *   OWN     copied into a block of its own.
+ * Packed leaves are grouped by source device (host leaves never share a
+ * chunk with device leaves, nor devices with each other); within a group
+ * chunks fill greedily in leaf order. */
+#ifndef MTC_PLANNER_H
+#define MTC_PLANNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mtc.h"
+
+typedef enum mtc_placement_kind {
+  MTC_PLACE_ZERO = 0,
+  MTC_PLACE_REUSED = 1,
+  MTC_PLACE_PACKED = 2,
+  MTC_PLACE_OWN = 3
+} mtc_placement_kind;
+
+typedef struct mtc_placement {
+  mtc_placement_kind kind;
+  uint32_t chunk;  /* PACKED only */
+  uint64_t offset; /* PACKED only: byte offset in the chunk */
+} mtc_placement;
+
+typedef struct mtc_chunk {
+  int32_t source_device; /* where all of the chunk's leaves come from */
+  uint64_t bytes;        /* end of its last leaf */
+  uint64_t leaf_count;
+} mtc_chunk;
+
+typedef struct mtc_layout {
+  mtc_placement *placements; /* one per leaf */
+  size_t leaf_count;
+  mtc_chunk *chunks;
+  size_t chunk_count;
+  size_t own_count; /* leaves placed OWN */
+} mtc_layout;
+
+/* True when the leaf may share a chunk under these options. */
+int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options);
+
+/* Lays out leaves for target_device. options must be valid (see
+ * mtc_options_normalize). Returns MTC_OK or MTC_ERR_OUT_OF_MEMORY. */
+mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
+                              int32_t target_device,
+                              const mtc_options *options, mtc_layout *out);
+
+void mtc_layout_free(mtc_layout *layout);
+
+#endif

@@ -1,0 +1,32 @@
+/* stage_copy.h — gathering host leaves (contiguous or strided rows) into
+ * dense staging memory, split over the staging pool when there is enough
+ * to copy. */
+#ifndef MTC_STAGE_COPY_H
+#define MTC_STAGE_COPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copies bytes [begin, end) of a leaf's dense image to dst. The dense image
+ * of a strided leaf is its rows of row_bytes, read row_pitch apart. */
+typedef struct mtc_stage_segment {
+  unsigned char *dst;
+  const unsigned char *src; /* the leaf's first byte */
+  uint64_t begin;
+  uint64_t end;
+  uint64_t row_bytes; /* 0 for contiguous leaves */
+  uint64_t row_pitch;
+} mtc_stage_segment;
+
+/* Below this many bytes in all, staging runs on the calling thread only:
+ * waking workers costs more than it saves. */
+#define MTC_STAGE_PARALLEL_MIN_BYTES ((uint64_t)1 << 20)
+/* Smallest share of one staging task. */
+#define MTC_STAGE_TASK_MIN_BYTES ((uint64_t)256 << 10)
+
+/* Performs every segment's copy, using up to max_threads staging threads
+ * (0 = all). Returns when all bytes are in place. */
+void mtc_stage_copy(const mtc_stage_segment *segments, size_t count,
+                    unsigned max_threads);
+
+#endif

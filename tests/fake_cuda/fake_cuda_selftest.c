@@ -1,0 +1,488 @@
+/*
+ * fake_cuda_selftest.c: checks libfakecuda.so by dlopen, as libmtc uses it.
+ *
+ *   zig cc -std=c11 -Wall -Wextra -shared -fPIC -o libfakecuda.so fake_cuda.c -lpthread
+ *   zig cc -std=c11 -Wall -Wextra -o fake_cuda_selftest fake_cuda_selftest.c -ldl -lpthread
+ *   ./fake_cuda_selftest ./libfakecuda.so
+ *
+ * Failed CUDA calls print "fake_cuda: ..." lines on stderr by design; the
+ * test itself prints "ok <section>" lines and exits 0 when every check held.
+ */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct {
+  int allocType, handleTypes;
+  struct { int type, id; } location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+
+enum {
+  OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
+  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_READY = 600
+};
+
+/* The driver table, filled by dlsym. */
+#define API(X)                                                                                   \
+  X(CUresult, cuInit, (unsigned))                                                                \
+  X(CUresult, cuDriverGetVersion, (int *))                                                       \
+  X(CUresult, cuGetErrorName, (CUresult, const char **))                                         \
+  X(CUresult, cuGetErrorString, (CUresult, const char **))                                       \
+  X(CUresult, cuDeviceGetCount, (int *))                                                         \
+  X(CUresult, cuDeviceGet, (CUdevice *, int))                                                    \
+  X(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                 \
+  X(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice))                                          \
+  X(CUresult, cuCtxGetCurrent, (CUcontext *))                                                    \
+  X(CUresult, cuCtxSetCurrent, (CUcontext))                                                      \
+  X(CUresult, cuCtxPushCurrent_v2, (CUcontext))                                                  \
+  X(CUresult, cuCtxPopCurrent_v2, (CUcontext *))                                                 \
+  X(CUresult, cuCtxGetDevice, (CUdevice *))                                                      \
+  X(CUresult, cuStreamCreate, (CUstream *, unsigned))                                            \
+  X(CUresult, cuStreamDestroy_v2, (CUstream))                                                    \
+  X(CUresult, cuStreamSynchronize, (CUstream))                                                   \
+  X(CUresult, cuStreamWaitEvent, (CUstream, CUevent, unsigned))                                  \
+  X(CUresult, cuEventCreate, (CUevent *, unsigned))                                              \
+  X(CUresult, cuEventDestroy_v2, (CUevent))                                                      \
+  X(CUresult, cuEventRecord, (CUevent, CUstream))                                                \
+  X(CUresult, cuEventQuery, (CUevent))                                                           \
+  X(CUresult, cuEventSynchronize, (CUevent))                                                     \
+  X(CUresult, cuMemHostAlloc, (void **, size_t, unsigned))                                       \
+  X(CUresult, cuMemFreeHost, (void *))                                                           \
+  X(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t))                                            \
+  X(CUresult, cuMemFree_v2, (CUdeviceptr))                                                       \
+  X(CUresult, cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *))                         \
+  X(CUresult, cuMemPoolDestroy, (CUmemoryPool))                                                  \
+  X(CUresult, cuMemPoolSetAttribute, (CUmemoryPool, int, void *))                                \
+  X(CUresult, cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))          \
+  X(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream))                                           \
+  X(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))               \
+  X(CUresult, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))                     \
+  X(CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                \
+  X(CUresult, cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream)) \
+  X(int, fake_cuda_live_device_allocations, (void))                                              \
+  X(int, fake_cuda_live_host_allocations, (void))                                                \
+  X(int, fake_cuda_live_streams, (void))                                                         \
+  X(int, fake_cuda_live_events, (void))                                                          \
+  X(unsigned long long, fake_cuda_copy_count, (void))                                            \
+  X(unsigned long long, fake_cuda_pageable_copy_count, (void))                                   \
+  X(void, fake_cuda_reset_counters, (void))                                                      \
+  X(void, fake_cuda_set_copy_delay_us, (unsigned long long))
+
+#define DECLARE(ret, name, args) static ret(*name) args;
+API(DECLARE)
+
+static int failures;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
+      failures++;                                                            \
+    }                                                                        \
+  } while (0)
+
+/* A CUDA call must return exactly `want`. */
+#define EXPECT(want, call)                                                              \
+  do {                                                                                  \
+    CUresult got_ = (call);                                                             \
+    if (got_ != (want)) {                                                               \
+      fprintf(stderr, "FAIL %s:%d: %s returned %d, want %d\n", __FILE__, __LINE__, #call, \
+              got_, (want));                                                            \
+      failures++;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+static void load(const char *path) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    exit(2);
+  }
+#define LOAD(ret, name, args)                                 \
+  *(void **)&name = dlsym(lib, #name);                        \
+  if (!name) {                                                \
+    fprintf(stderr, "missing symbol %s\n", #name);            \
+    exit(2);                                                  \
+  }
+  API(LOAD)
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void section(const char *name) {
+  static int reported;
+  printf("%s %s\n", failures > reported ? "FAILED" : "ok    ", name);
+  reported = failures;
+}
+
+/* ------------------------------------------------------------ no device */
+
+/* Runs in a child so the library reads FAKE_CUDA_DEVICE_COUNT=0 afresh. */
+static int no_device(const char *path) {
+  setenv("FAKE_CUDA_DEVICE_COUNT", "0", 1);
+  load(path);
+  int n = -1;
+  EXPECT(NOT_INITIALIZED, cuDeviceGetCount(&n));
+  EXPECT(NO_DEVICE, cuInit(0));
+  EXPECT(OK, cuDeviceGetCount(&n));
+  CHECK(n == 0);
+  CUdevice d;
+  EXPECT(NOT_INITIALIZED, cuDeviceGet(&d, 0));
+  section("no device: cuInit gives NO_DEVICE, count 0");
+  return failures != 0;
+}
+
+/* -------------------------------------------------------------- threads */
+
+struct worker {
+  CUcontext ctx;
+  CUevent foreign_event;
+  int errors;
+};
+
+/* A thread without a current context, then a busy one with ctx. */
+static void *worker_main(void *arg) {
+  struct worker *w = arg;
+  CUdeviceptr d;
+  if (cuMemAlloc_v2(&d, 64) != INVALID_CONTEXT) w->errors++;
+  if (cuEventQuery(w->foreign_event) != OK) w->errors++; /* no context needed */
+  CUstream s;
+  if (cuCtxSetCurrent(w->ctx) != OK || cuStreamCreate(&s, 1) != OK) {
+    w->errors++;
+    return NULL;
+  }
+  char buf[256], back[256];
+  for (int i = 0; i < 2000; i++) {
+    memset(buf, i & 0xff, sizeof buf);
+    if (cuMemAlloc_v2(&d, sizeof buf) != OK) {
+      w->errors++;
+      break;
+    }
+    if (cuMemcpyHtoDAsync_v2(d, buf, sizeof buf, s) != OK || cuMemcpyDtoHAsync_v2(back, d, sizeof buf, s) != OK ||
+        cuStreamSynchronize(s) != OK || memcmp(buf, back, sizeof buf) != 0)
+      w->errors++;
+    if (cuMemFree_v2(d) != OK) w->errors++;
+  }
+  if (cuStreamDestroy_v2(s) != OK) w->errors++;
+  return NULL;
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+  const char *path = argc > 1 ? argv[1] : "./libfakecuda.so";
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    int rc = no_device(path);
+    fflush(stdout);
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;
+
+  setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
+  setenv("FAKE_CUDA_DEVICE_MEMORY_BYTES", "1m", 1);
+  setenv("FAKE_CUDA_COPY_DELAY_US", "0", 1);
+  load(path);
+
+  /* Before cuInit. */
+  int v = 0, n = 0;
+  const char *str = NULL;
+  EXPECT(OK, cuDriverGetVersion(&v));
+  CHECK(v == 13000);
+  EXPECT(OK, cuGetErrorName(NOT_READY, &str));
+  CHECK(str && strcmp(str, "CUDA_ERROR_NOT_READY") == 0);
+  EXPECT(OK, cuGetErrorString(INVALID_HANDLE, &str));
+  CHECK(str && strcmp(str, "invalid resource handle") == 0);
+  EXPECT(INVALID_VALUE, cuGetErrorName(12345, &str));
+  CHECK(str == NULL);
+  EXPECT(NOT_INITIALIZED, cuDeviceGetCount(&n));
+  CUstream s0 = NULL;
+  EXPECT(NOT_INITIALIZED, cuStreamCreate(&s0, 0));
+  EXPECT(NOT_INITIALIZED, cuEventQuery(NULL));
+  EXPECT(INVALID_VALUE, cuInit(1));
+  EXPECT(OK, cuInit(0));
+  EXPECT(OK, cuInit(0));
+  section("init: version, error names, NOT_INITIALIZED before cuInit");
+
+  /* Devices. */
+  CUdevice dev = -1;
+  EXPECT(OK, cuDeviceGetCount(&n));
+  CHECK(n == 2);
+  EXPECT(OK, cuDeviceGet(&dev, 1));
+  CHECK(dev == 1);
+  EXPECT(INVALID_DEVICE, cuDeviceGet(&dev, 2));
+  EXPECT(INVALID_DEVICE, cuDeviceGet(&dev, -1));
+  section("devices: count from FAKE_CUDA_DEVICE_COUNT, bad ordinals");
+
+  /* Contexts. */
+  CUcontext ctx0, ctx1, again, got;
+  EXPECT(INVALID_CONTEXT, cuCtxGetDevice(&dev));
+  EXPECT(INVALID_CONTEXT, cuStreamCreate(&s0, 0));
+  EXPECT(OK, cuCtxGetCurrent(&got));
+  CHECK(got == NULL);
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx0, 0));
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx1, 1));
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&again, 0));
+  CHECK(ctx0 != ctx1 && again == ctx0);
+  EXPECT(INVALID_DEVICE, cuDevicePrimaryCtxRetain(&again, 7));
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  EXPECT(OK, cuCtxGetDevice(&dev));
+  CHECK(dev == 0);
+  EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuCtxGetDevice(&dev));
+  CHECK(dev == 1);
+  EXPECT(OK, cuCtxSetCurrent(ctx0)); /* replaces the top */
+  EXPECT(OK, cuCtxPopCurrent_v2(&got));
+  CHECK(got == ctx0);
+  EXPECT(OK, cuCtxGetCurrent(&got));
+  CHECK(got == ctx0);
+  EXPECT(OK, cuCtxPopCurrent_v2(NULL));
+  EXPECT(INVALID_CONTEXT, cuCtxPopCurrent_v2(&got));
+  EXPECT(OK, cuCtxSetCurrent(NULL)); /* empty stack: no-op */
+  EXPECT(INVALID_CONTEXT, cuCtxSetCurrent((CUcontext)(uintptr_t)0x1234));
+  EXPECT(INVALID_VALUE, cuCtxPushCurrent_v2(NULL));
+  EXPECT(OK, cuDevicePrimaryCtxRelease_v2(0)); /* drop the second retain */
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  section("contexts: retain, set, push/pop stack, bad handles");
+
+  /* Streams and events. */
+  CUstream s1, s2;
+  CUevent ev, ev1, fresh;
+  EXPECT(OK, cuStreamCreate(&s0, 0));
+  EXPECT(OK, cuStreamCreate(&s2, 1));
+  EXPECT(INVALID_VALUE, cuStreamCreate(&s1, 2));
+  EXPECT(OK, cuEventCreate(&ev, 2));
+  EXPECT(OK, cuEventCreate(&fresh, 0));
+  EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuStreamCreate(&s1, 0));
+  EXPECT(OK, cuEventCreate(&ev1, 0));
+  EXPECT(OK, cuCtxPopCurrent_v2(NULL));
+  CHECK(fake_cuda_live_streams() == 3 && fake_cuda_live_events() == 3);
+  EXPECT(INVALID_HANDLE, cuStreamDestroy_v2((CUstream)(uintptr_t)0xdeadbeef));
+  EXPECT(INVALID_HANDLE, cuStreamDestroy_v2((CUstream)ev)); /* an event is not a stream */
+  EXPECT(INVALID_HANDLE, cuStreamDestroy_v2(NULL));
+  EXPECT(INVALID_HANDLE, cuEventRecord(ev1, s0)); /* event of device 1 */
+  EXPECT(INVALID_HANDLE, cuEventRecord(ev, s1));  /* stream of device 1 */
+  EXPECT(OK, cuEventQuery(fresh));                 /* never recorded: ready */
+  CUstream tmp;
+  EXPECT(OK, cuStreamCreate(&tmp, 0));
+  EXPECT(OK, cuStreamDestroy_v2(tmp));
+  EXPECT(INVALID_HANDLE, cuStreamDestroy_v2(tmp)); /* stale */
+  EXPECT(INVALID_HANDLE, cuStreamSynchronize(tmp));
+  section("streams/events: create, wrong-context and stale handles");
+
+  /* Memory and copies. */
+  fake_cuda_reset_counters();
+  CUdeviceptr d0, d1, dbig;
+  void *pinned = NULL;
+  char *pageable = malloc(4096), *back = malloc(4096);
+  for (int i = 0; i < 4096; i++) pageable[i] = (char)(i * 7);
+  EXPECT(OK, cuMemAlloc_v2(&d0, 1000));
+  CHECK(d0 % 256 == 0);
+  EXPECT(INVALID_VALUE, cuMemAlloc_v2(&dbig, 0));
+  EXPECT(OK, cuMemHostAlloc(&pinned, 4096, 1));
+  EXPECT(INVALID_VALUE, cuMemHostAlloc(&pinned, 4096, 16));
+  EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuMemAlloc_v2(&d1, 1000));
+  EXPECT(OK, cuCtxPopCurrent_v2(NULL));
+  CHECK(fake_cuda_live_device_allocations() == 2 && fake_cuda_live_host_allocations() == 1);
+  memcpy(pinned, pageable, 4096);
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, pinned, 1000, s0));
+  EXPECT(OK, cuMemcpyDtoHAsync_v2(back, d0, 1000, s0));
+  EXPECT(OK, cuStreamSynchronize(s0));
+  CHECK(memcmp(back, pageable, 1000) == 0);
+  EXPECT(OK, cuMemcpyDtoDAsync_v2(d0 + 500, d0, 500, NULL)); /* NULL stream */
+  EXPECT(OK, cuMemcpyPeerAsync(d1, ctx1, d0, ctx0, 1000, s0));
+  EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuMemcpyDtoHAsync_v2(back, d1, 1000, s1));
+  EXPECT(OK, cuCtxPopCurrent_v2(NULL));
+  CHECK(memcmp(back, pageable, 500) == 0 && memcmp(back + 500, pageable, 500) == 0);
+  CHECK(fake_cuda_copy_count() == 5 && fake_cuda_pageable_copy_count() == 2);
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, NULL, 0, s0)); /* n == 0 always succeeds */
+  EXPECT(INVALID_VALUE, cuMemcpyHtoDAsync_v2(d0 + 900, pinned, 200, s0)); /* past the end */
+  EXPECT(INVALID_VALUE, cuMemcpyHtoDAsync_v2(d1, pinned, 16, s0));        /* device 1 memory */
+  EXPECT(INVALID_VALUE, cuMemcpyHtoDAsync_v2(d0, NULL, 16, s0));
+  EXPECT(INVALID_VALUE, cuMemcpyHtoDAsync_v2((CUdeviceptr)(uintptr_t)pinned, pinned, 16, s0));
+  EXPECT(INVALID_VALUE, cuMemcpyDtoHAsync_v2((void *)(uintptr_t)d0, d0, 16, s0)); /* swapped */
+  EXPECT(INVALID_HANDLE, cuMemcpyHtoDAsync_v2(d0, pinned, 16, s1)); /* stream of device 1 */
+  EXPECT(INVALID_VALUE, cuMemcpyDtoDAsync_v2(d0, d1, 16, s0));
+  EXPECT(INVALID_VALUE, cuMemcpyPeerAsync(d1, ctx0, d0, ctx0, 16, s0)); /* d1 is not device 0's */
+  EXPECT(INVALID_CONTEXT, cuMemcpyPeerAsync(d1, (CUcontext)pinned, d0, ctx0, 16, s0));
+  CHECK(fake_cuda_copy_count() == 6);
+  EXPECT(INVALID_VALUE, cuMemFree_v2(d0 + 8));
+  EXPECT(INVALID_VALUE, cuMemFree_v2(0));
+  EXPECT(INVALID_VALUE, cuMemFreeHost((void *)(uintptr_t)d0));
+  EXPECT(INVALID_VALUE, cuMemFree_v2((CUdeviceptr)(uintptr_t)pinned));
+  EXPECT(OK, cuMemFree_v2(d1)); /* another device's memory, no context needed */
+  EXPECT(INVALID_VALUE, cuMemFree_v2(d1));
+  EXPECT(OK, cuMemFree_v2(d0));
+  EXPECT(INVALID_VALUE, cuMemcpyHtoDAsync_v2(d0, pinned, 16, s0)); /* use after free */
+  EXPECT(OK, cuMemFreeHost(pinned));
+  EXPECT(INVALID_VALUE, cuMemFreeHost(pinned));
+  CHECK(fake_cuda_live_device_allocations() == 0 && fake_cuda_live_host_allocations() == 0);
+  section("copies: round trip, peer, ranges, wrong device/stream, frees");
+
+  /* Pools. */
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = 1;
+  props.location.type = 1;
+  props.location.id = 0;
+  CUmemoryPool pool0, pool1, bad;
+  CHECK(sizeof props == 88);
+  EXPECT(OK, cuMemPoolCreate(&pool0, &props));
+  props.location.id = 1;
+  EXPECT(OK, cuMemPoolCreate(&pool1, &props));
+  props.location.id = 2;
+  EXPECT(INVALID_VALUE, cuMemPoolCreate(&bad, &props));
+  props.location.id = 0;
+  props.allocType = 0;
+  EXPECT(INVALID_VALUE, cuMemPoolCreate(&bad, &props));
+  props.allocType = 1;
+  props.reserved[10] = 1;
+  EXPECT(INVALID_VALUE, cuMemPoolCreate(&bad, &props));
+  unsigned long long threshold = ~0ull, zero = 0;
+  EXPECT(OK, cuMemPoolSetAttribute(pool0, 4, &threshold));
+  EXPECT(OK, cuMemPoolSetAttribute(pool0, 8, &zero));
+  EXPECT(INVALID_VALUE, cuMemPoolSetAttribute(pool0, 9, &threshold));
+  EXPECT(INVALID_VALUE, cuMemPoolSetAttribute(pool0, 7, &zero));
+  EXPECT(INVALID_VALUE, cuMemPoolSetAttribute(pool0, 4, NULL));
+  EXPECT(INVALID_HANDLE, cuMemPoolSetAttribute((CUmemoryPool)s0, 4, &threshold));
+  CUdeviceptr p0;
+  EXPECT(OK, cuMemAllocFromPoolAsync(&p0, 4096, pool0, s0));
+  EXPECT(INVALID_HANDLE, cuMemAllocFromPoolAsync(&dbig, 4096, pool1, s1)); /* s1 not current */
+  EXPECT(INVALID_VALUE, cuMemAllocFromPoolAsync(&dbig, 4096, pool1, s0));  /* pool of device 1 */
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(p0, pageable, 4096, s0));
+  EXPECT(INVALID_HANDLE, cuMemFreeAsync(p0, s1));
+  EXPECT(OK, cuMemPoolDestroy(pool0)); /* allocation outlives the pool */
+  EXPECT(INVALID_HANDLE, cuMemPoolDestroy(pool0));
+  EXPECT(OK, cuMemFreeAsync(p0, s0));
+  EXPECT(INVALID_VALUE, cuMemFreeAsync(p0, s0));
+  EXPECT(OK, cuMemPoolDestroy(pool1));
+  CHECK(fake_cuda_live_device_allocations() == 0);
+  section("pools: props validation, attributes, async alloc/free");
+
+  /* Out of memory: FAKE_CUDA_DEVICE_MEMORY_BYTES is 1 MiB. */
+  CUdeviceptr a, b;
+  EXPECT(OUT_OF_MEMORY, cuMemAlloc_v2(&a, (2u << 20)));
+  EXPECT(OK, cuMemAlloc_v2(&a, 600 << 10));
+  EXPECT(OUT_OF_MEMORY, cuMemAlloc_v2(&b, 600 << 10));
+  props.reserved[10] = 0;
+  props.maxSize = 4096;
+  EXPECT(OK, cuMemPoolCreate(&pool0, &props));
+  EXPECT(OUT_OF_MEMORY, cuMemAllocFromPoolAsync(&b, 8192, pool0, s0)); /* pool maxSize */
+  EXPECT(OK, cuMemAllocFromPoolAsync(&b, 4096, pool0, s0));
+  EXPECT(OK, cuMemFree_v2(a));
+  EXPECT(OK, cuMemAlloc_v2(&a, 600 << 10));
+  EXPECT(OK, cuMemFree_v2(a));
+  EXPECT(OK, cuMemFreeAsync(b, NULL));
+  EXPECT(OK, cuMemPoolDestroy(pool0));
+  section("out of memory: device limit, pool maxSize");
+
+  /* Time model: 20 ms per copy. */
+  fake_cuda_set_copy_delay_us(20000);
+  EXPECT(OK, cuMemHostAlloc(&pinned, 4096, 0));
+  EXPECT(OK, cuMemAlloc_v2(&d0, 4096));
+  double t0 = now_ms();
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, pinned, 4096, s0));
+  EXPECT(OK, cuMemcpyDtoHAsync_v2(pinned, d0, 4096, s0));
+  double t_enqueue = now_ms() - t0;
+  EXPECT(OK, cuEventRecord(ev, s0));
+  EXPECT(NOT_READY, cuEventQuery(ev));
+  EXPECT(OK, cuStreamWaitEvent(s2, ev, 0)); /* s2 now waits for s0's copies */
+  CUevent ev2;
+  EXPECT(OK, cuEventCreate(&ev2, 0));
+  EXPECT(OK, cuEventRecord(ev2, s2));
+  EXPECT(NOT_READY, cuEventQuery(ev2));
+  EXPECT(OK, cuStreamWaitEvent(s0, ev1, 0)); /* event of another device: allowed */
+  EXPECT(INVALID_VALUE, cuStreamWaitEvent(s0, ev, 1));
+  EXPECT(OK, cuEventSynchronize(ev));
+  double t_ready = now_ms() - t0;
+  EXPECT(OK, cuEventQuery(ev));
+  EXPECT(OK, cuEventQuery(ev2));
+  CHECK(t_enqueue < 10 && t_ready >= 40 && t_ready < 200);
+  t0 = now_ms();
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, pageable, 4096, s0)); /* pageable: blocks */
+  double t_pageable = now_ms() - t0;
+  CHECK(t_pageable >= 20);
+  EXPECT(OK, cuEventQuery(fresh));
+  t0 = now_ms();
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, pinned, 4096, s0));
+  EXPECT(OK, cuStreamSynchronize(s0));
+  CHECK(now_ms() - t0 >= 20);
+  printf("        enqueue 2 pinned copies %.2f ms, event ready after %.1f ms, pageable copy %.1f ms\n",
+         t_enqueue, t_ready, t_pageable);
+  fake_cuda_set_copy_delay_us(0);
+  EXPECT(OK, cuEventDestroy_v2(ev2));
+  section("time model: NOT_READY until busy_until, waits, pageable blocks");
+
+  /* Threads: no context on a new thread; concurrent use of one context. */
+  struct worker w[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    w[i].ctx = ctx0;
+    w[i].foreign_event = fresh;
+    w[i].errors = 0;
+    pthread_create(&th[i], NULL, worker_main, &w[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(w[i].errors == 0);
+  }
+  CHECK(fake_cuda_live_device_allocations() == 1); /* d0 */
+  section("threads: per-thread current context, 4 x 2000 concurrent round trips");
+
+  /* Counters and release. */
+  CHECK(fake_cuda_copy_count() > 16000);
+  fake_cuda_reset_counters();
+  CHECK(fake_cuda_copy_count() == 0 && fake_cuda_pageable_copy_count() == 0);
+  EXPECT(OK, cuDevicePrimaryCtxRelease_v2(1)); /* destroys s1 and ev1 */
+  EXPECT(INVALID_CONTEXT, cuDevicePrimaryCtxRelease_v2(1));
+  EXPECT(INVALID_HANDLE, cuStreamDestroy_v2(s1));
+  EXPECT(INVALID_HANDLE, cuEventQuery(ev1));
+  EXPECT(INVALID_CONTEXT, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuMemFree_v2(d0));
+  EXPECT(OK, cuMemFreeHost(pinned));
+  EXPECT(OK, cuStreamDestroy_v2(s0));
+  EXPECT(OK, cuStreamDestroy_v2(s2));
+  EXPECT(OK, cuEventDestroy_v2(ev));
+  EXPECT(OK, cuEventDestroy_v2(fresh));
+  CHECK(fake_cuda_live_streams() == 0 && fake_cuda_live_events() == 0);
+  CHECK(fake_cuda_live_device_allocations() == 0 && fake_cuda_live_host_allocations() == 0);
+  EXPECT(OK, cuDevicePrimaryCtxRelease_v2(0));
+  EXPECT(INVALID_CONTEXT, cuCtxGetDevice(&dev)); /* current context released */
+  section("counters and release: reset, stale handles after release, no leaks");
+
+  free(pageable);
+  free(back);
+  printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures != 0;
+}
