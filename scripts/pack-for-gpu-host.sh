@@ -5,9 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.tools/zig build -Doptimize=ReleaseFast
+ # A named target means the baseline x86-64 CPU and an old glibc, so the
+# library runs on whatever host CPU and distribution the GPU machine has.
+.tools/zig build -Doptimize=ReleaseFast -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
 mkdir -p .carry/lib
-cp zig-out/lib/libmtc.so .carry/lib/
+cp .carry/build/lib/libmtc.so .carry/lib/
 [ -f .carry/bun.xz ] || xz -T0 -6 -c node_modules/bun/bin/bun.exe > .carry/bun.xz
 [ -f .carry/deno.xz ] || xz -T0 -6 -c node_modules/@deno/linux-x64-glibc/deno > .carry/deno.xz
 ls -la .carry .carry/lib
