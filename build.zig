@@ -11,6 +11,7 @@ const lib_sources = [_][]const u8{
     "lib/src/cuda_driver.c",
     "lib/src/device.c",
     "lib/src/error.c",
+    "lib/src/keep_loaded.c",
     "lib/src/options.c",
     "lib/src/pinned_pool.c",
     "lib/src/plan.c",

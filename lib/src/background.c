@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "device.h"
+#include "keep_loaded.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static int started;
@@ -32,6 +33,7 @@ static void *background_main(void *arg) {
 }
 
 static void start_thread(void) {
+  mtc_keep_loaded();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

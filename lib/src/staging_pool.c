@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "keep_loaded.h"
 
 #define MAX_POOL_THREADS 256
 
@@ -95,6 +96,7 @@ static void *worker_main(void *arg) {
 }
 
 static void start_workers(void) {
+  mtc_keep_loaded();
   unsigned workers = mtc_staging_pool_size() - 1;
   pthread_attr_t attr;
   pthread_attr_init(&attr);

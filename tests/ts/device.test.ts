@@ -1,0 +1,27 @@
+// Device strings (no library needed except for "cuda").
+import { deviceName, parseDevice } from "../../ts/device.ts";
+import { MtcError, startCopy } from "../../ts/mod.ts";
+import { assertSame, assertThrows, test } from "./harness.ts";
+
+test("device: cpu and cuda:N", () => {
+  assertSame(parseDevice("cpu"), -1);
+  assertSame(parseDevice("cuda:0"), 0);
+  assertSame(parseDevice("cuda:7"), 7);
+  assertSame(parseDevice("cuda:2147483647"), 2147483647);
+  assertSame(parseDevice("cuda"), -2, "the current device, resolved by startCopy");
+  assertSame(deviceName(-1), "cpu");
+  assertSame(deviceName(3), "cuda:3");
+});
+
+test("device: anything else is an MtcError naming the string", () => {
+  for (const bad of ["gpu", "cuda:", "cuda:-1", "cuda:01", "cuda:1.5", "CUDA:0", " cuda:0", "cuda:0 ", "cuda:2147483648", "cpu:0", ""]) {
+    const e = assertThrows(() => parseDevice(bad), MtcError, `invalid device ${JSON.stringify(bad)}`);
+    assertSame(e.code, "MTC_ERR_INVALID_ARGUMENT");
+  }
+  assertThrows(() => parseDevice(0), MtcError, "invalid device 0");
+  assertThrows(() => parseDevice(undefined), MtcError, "invalid device undefined");
+});
+
+test("device: startCopy checks the device before anything else", () => {
+  assertThrows(() => startCopy({ a: new Float32Array(1) }, "tpu:0" as never), MtcError, 'invalid device "tpu:0"');
+});

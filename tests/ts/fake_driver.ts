@@ -1,0 +1,89 @@
+/**
+ * The emulated CUDA driver (tests/fake_cuda, libfakecuda.so) as tests see
+ * it: whether it is in use (MTC_CUDA_DRIVER), and its test hooks, bound from
+ * the same file libmtc loaded (dlopen of the same path gives the same copy).
+ *
+ * @module
+ */
+
+import { currentBackend } from "../../ts/ffi/library.ts";
+import { env, note } from "./harness.ts";
+
+/** The driver libmtc uses instead of libcuda.so.1, when set. */
+export const driverPath: string | undefined = env("MTC_CUDA_DRIVER") || undefined;
+
+/** Why the emulated-driver tests are skipped, or undefined when they run. */
+export const skipWithoutDriver: string | undefined = driverPath === undefined
+  ? "MTC_CUDA_DRIVER is not set (point it at zig-out/lib/libfakecuda.so)"
+  : undefined;
+
+if (skipWithoutDriver !== undefined) note(`emulated-driver tests skipped: ${skipWithoutDriver}`);
+
+/** The fake driver's test hooks. */
+export interface FakeDriver {
+  setCopyDelayUs(us: number): void;
+  copyCount(): number;
+  liveDeviceAllocations(): number;
+}
+
+let hooks: FakeDriver | null | undefined;
+
+/** The hooks, or null when MTC_CUDA_DRIVER is unset or is not the fake driver. */
+export function fakeDriver(): FakeDriver | null {
+  if (hooks !== undefined) return hooks;
+  hooks = null;
+  if (driverPath === undefined) return hooks;
+  try {
+    const { symbols } = currentBackend().open(driverPath, {
+      fake_cuda_set_copy_delay_us: { args: ["u64" /* unsigned long long us */], result: "void" },
+      fake_cuda_copy_count: { args: [], result: "u64" /* unsigned long long */ },
+      fake_cuda_live_device_allocations: { args: [], result: "i32" /* int */ },
+    });
+    const call = symbols as unknown as Record<string, (...args: unknown[]) => number>;
+    hooks = {
+      setCopyDelayUs: (us) => void call.fake_cuda_set_copy_delay_us!(us),
+      copyCount: () => call.fake_cuda_copy_count!(),
+      liveDeviceAllocations: () => call.fake_cuda_live_device_allocations!(),
+    };
+  } catch {
+    hooks = null; // a real driver: no hooks
+  }
+  return hooks;
+}
+
+/** Runs `fn` with every copy taking `us` µs, then restores FAKE_CUDA_COPY_DELAY_US. */
+export async function withCopyDelay<T>(us: number, fn: () => Promise<T> | T): Promise<T> {
+  const fake = fakeDriver();
+  if (fake === null) throw new Error("needs the emulated driver's hooks");
+  fake.setCopyDelayUs(us);
+  try {
+    return await fn();
+  } finally {
+    fake.setCopyDelayUs(Number(env("FAKE_CUDA_COPY_DELAY_US") ?? 0) || 0);
+  }
+}
+
+/** True where {@link collectGarbage} can force a collection. */
+export function canCollectGarbage(): boolean {
+  const g = globalThis as unknown as { Bun?: unknown; gc?: unknown };
+  return g.Bun !== undefined || typeof g.gc === "function";
+}
+
+/** Collects garbage where the runtime lets us (Bun.gc, or gc() under --expose-gc); false otherwise. */
+export function collectGarbage(): boolean {
+  const g = globalThis as unknown as { Bun?: { gc(full: boolean): void }; gc?: () => void };
+  if (g.Bun !== undefined) {
+    g.Bun.gc(true);
+    return true;
+  }
+  if (typeof g.gc === "function") {
+    g.gc();
+    return true;
+  }
+  return false;
+}
+
+/** Waits one macrotask. */
+export function tick(ms = 0): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

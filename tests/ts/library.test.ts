@@ -1,0 +1,115 @@
+// Loading libmtc, its version, status names, and the FFI helpers.
+import { Status, statusName } from "../../ts/errors.ts";
+import { currentBackend, library, loadLibrary, localBuildPath } from "../../ts/ffi/library.ts";
+import { EXPECTED_VERSION_NUMBER, symbols } from "../../ts/ffi/symbols.ts";
+import { cudaDeviceCount, libraryVersion, MtcError, poolStats, startCopy } from "../../ts/mod.ts";
+import { checkLibraryStaysMapped } from "./mapping.ts";
+import { assert, assertEquals, assertSame, assertThrows, env, test } from "./harness.ts";
+
+test("library: a missing file is a clear MtcError saying where it looked and how to build", () => {
+  const e = assertThrows(() => loadLibrary("/nonexistent/dir/libmtc.so"), MtcError, "libmtc not found");
+  assert(e.message.includes("/nonexistent/dir/libmtc.so"), e.message);
+  assert(e.message.includes("npm run build:lib"), e.message);
+  assert(e.message.includes("MTC_LIBRARY_PATH"), e.message);
+  assertSame(e.code, "MTC_ERR_UNSUPPORTED");
+});
+
+test("library: a file that is not a library is rethrown with its cause", () => {
+  const here = decodeURIComponent(new URL(import.meta.url).pathname);
+  const e = assertThrows(() => loadLibrary(here), MtcError, `could not load libmtc from ${here}`);
+  assert(e.cause !== undefined, "the runtime's load error is the cause");
+  assert(e.message.includes("npm run build:lib"));
+});
+
+test("library: the local build path is at the repository root", () => {
+  assert(localBuildPath().endsWith("/zig-out/lib/libmtc.so"), localBuildPath());
+  assert(!localBuildPath().includes("/ts/"), localBuildPath());
+});
+
+test("library: loads, and its version matches the bindings", () => {
+  checkLibraryStaysMapped();
+  const lib = library();
+  assertSame(Math.floor(lib.versionNumber / 10000), Math.floor(EXPECTED_VERSION_NUMBER / 10000));
+  assertSame(libraryVersion(), lib.versionString);
+  assert(/^\d+\.\d+\.\d+/.test(libraryVersion()), libraryVersion());
+  if (env("MTC_LIBRARY_PATH") === undefined) assertSame(lib.path, localBuildPath());
+  assertSame(library(), lib, "loaded once");
+});
+
+test("library: every status name agrees with mtc_status_name", () => {
+  const sym = library().symbols;
+  for (const [name, value] of Object.entries(Status)) {
+    assertSame(sym.mtc_status_name(value), name);
+    assertSame(statusName(value), name);
+  }
+  assertSame(sym.mtc_status_name(99), "MTC_UNKNOWN_STATUS");
+  assertSame(statusName(99), "MTC_UNKNOWN_STATUS");
+});
+
+test("library: every symbol of the table is bound", () => {
+  const sym = library().symbols as unknown as Record<string, unknown>;
+  for (const [name, spec] of Object.entries(symbols)) {
+    const nonblocking = (spec as { nonblocking?: boolean }).nonblocking === true;
+    if (nonblocking && currentBackend().runtime === "bun") assertSame(sym[name], undefined);
+    else assertSame(typeof sym[name], "function", name);
+  }
+});
+
+test("ffi: pointerOf includes the byteOffset and copyFromAddress reads memory", () => {
+  const backend = currentBackend();
+  const base = new Uint8Array(64);
+  for (let i = 0; i < 64; i++) base[i] = i;
+  const sub = base.subarray(5, 13);
+  assertSame(backend.pointerOf(sub) - backend.pointerOf(base), 5);
+  const small = new Float64Array(2);
+  assertSame(backend.pointerOf(new Float64Array(0)), 0);
+  assert(backend.pointerOf(small) > 0);
+  const out = new Uint8Array(8);
+  backend.copyFromAddress(backend.pointerOf(sub), out);
+  assertEquals(out, new Uint8Array([5, 6, 7, 8, 9, 10, 11, 12]));
+});
+
+test("info: cudaDeviceCount and poolStats", () => {
+  const count = cudaDeviceCount();
+  assert(Number.isInteger(count) && count >= 0);
+  if (env("MTC_CUDA_DRIVER") === undefined && count === 0) console.log("(no CUDA driver: cudaDeviceCount() is 0)");
+  const stats = poolStats();
+  assertEquals(Object.keys(stats), [
+    "stagingThreads",
+    "plansLive",
+    "blocksLive",
+    "deviceBytesLive",
+    "hostBytesLive",
+    "pinnedBytesCached",
+    "pinnedBytesInUse",
+    "pinnedAllocations",
+    "pinnedReuses",
+  ]);
+  for (const v of Object.values(stats)) assert(Number.isInteger(v) && v >= 0);
+  assert(stats.stagingThreads >= 1);
+});
+
+test("errors: MtcError carries status, code, path and cause", () => {
+  const cause = new Error("lower");
+  const e = new MtcError(Status.MTC_ERR_CUDA, "copy failed", { path: "[3].cams_gt[2].depths", cause });
+  assert(e instanceof Error);
+  assertSame(e.name, "MtcError");
+  assertSame(e.message, "[3].cams_gt[2].depths: copy failed");
+  assertSame(e.code, "MTC_ERR_CUDA");
+  assertSame(e.status, 7);
+  assertSame(e.cause, cause);
+  assertSame(new MtcError(2, "bad", { path: "" }).message, "(root): bad");
+  assertSame(new MtcError(2, "bad").message, "bad");
+  assertSame(new MtcError(2, "bad").path, undefined);
+});
+
+test("devices: without a CUDA driver, a CUDA target is a clear MtcError", () => {
+  if (cudaDeviceCount() > 0) return; // a CUDA host (or MTC_CUDA_DRIVER): covered by the device tests
+  const e = assertThrows(() => startCopy([new Float32Array(1)], "cuda:0"), MtcError);
+  assertSame(e.code, "MTC_ERR_NO_DRIVER");
+  const current = assertThrows(() => startCopy([new Float32Array(1)], "cuda"), MtcError);
+  assertSame(current.code, "MTC_ERR_NO_DRIVER");
+  // Host-only copies still work.
+  const leaf = new Float32Array(1);
+  assertSame(startCopy([leaf], "cpu").get()[0], leaf);
+});

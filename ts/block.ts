@@ -1,0 +1,43 @@
+/**
+ * The JavaScript side of one `mtc_block`: a count of the DeviceTensors (and
+ * in-flight copies) that use it, holding one C reference between them.
+ *
+ * @module
+ */
+
+import { library } from "./ffi/library.ts";
+
+/**
+ * One C reference to an mtc_block, shared by JS users. Created with one
+ * share and the C reference already taken (mtc_block_retain once per
+ * distinct block); the last drop() calls mtc_block_release once.
+ */
+export class BlockHolder {
+  /** The mtc_block pointer, as a number. */
+  readonly block: number;
+  #shares = 0;
+
+  constructor(block: number) {
+    this.block = block;
+    library().symbols.mtc_block_retain(block);
+  }
+
+  /** Current number of shares (for tests). */
+  get shares(): number {
+    return this.#shares;
+  }
+
+  /** Adds a share. */
+  acquire(): void {
+    if (this.#shares < 0) throw new Error("BlockHolder used after release");
+    this.#shares++;
+  }
+
+  /** Drops a share; the last one releases the C reference. */
+  drop(): void {
+    if (--this.#shares === 0) {
+      this.#shares = -1;
+      library().symbols.mtc_block_release(this.block);
+    }
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * Tensors in CUDA device memory, owned through refcounted blocks.
+ *
+ * @module
+ */
+
+import type { BlockHolder } from "./block.ts";
+import { type Device, deviceName } from "./device.ts";
+import { type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
+import { Tensor } from "./tensor.ts";
+import { startCopy } from "./copy.ts";
+
+/** Backstop for DeviceTensors dropped without dispose(): gives their share of the block back. */
+const registry = new FinalizationRegistry<BlockHolder>((holder) => holder.drop());
+
+/**
+ * @internal The block holder of a DeviceTensor, for copies that read it
+ * (null when disposed or empty). Not a member, so it stays out of sight.
+ */
+export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
+
+/** What the copy that made a DeviceTensor knows about it. */
+export interface DeviceTensorInit {
+  address: number;
+  shape: readonly number[];
+  dtype: DType;
+  device: number;
+  block: number;
+  offset: number;
+  packed: boolean;
+}
+
+/**
+ * A tensor in CUDA device memory, made by {@link startCopy}. It holds a
+ * share of the device allocation ("block") it lives in; packed tensors share
+ * one block, which is freed when the last of them is disposed (or, as a
+ * backstop, garbage-collected).
+ *
+ * @example
+ * ```ts
+ * using onGpu = await startCopy(new Float32Array([1, 2, 3]), "cuda:0");
+ * console.log(onGpu.address.toString(16), onGpu.shape); // ... [3]
+ * const back = onGpu.toHost(); // Float32Array [1, 2, 3]
+ * ```
+ */
+export class DeviceTensor {
+  /** The device pointer (CUdeviceptr) of the first element; 0 for an empty tensor. */
+  readonly address: number;
+  /** Extent of each dimension (row-major, dense). */
+  readonly shape: readonly number[];
+  /** The element type. */
+  readonly dtype: DType;
+  /** Where it lives: "cuda:N". */
+  readonly device: Device;
+  /** The CUDA device ordinal N. */
+  readonly deviceIndex: number;
+  /** Bytes of data. */
+  readonly byteLength: number;
+  /** An opaque id of the block that owns the memory (0 for none); equal for tensors that share one. */
+  readonly block: number;
+  /** Offset of `address` in its block. */
+  readonly offset: number;
+  /** True when the copy packed this tensor into a chunk shared with others. */
+  readonly packed: boolean;
+  #holder: BlockHolder | null;
+  #disposed = false;
+
+  /** @internal Made by startCopy; the holder share is the caller's, now owned by this tensor. */
+  constructor(init: DeviceTensorInit, holder: BlockHolder | null) {
+    this.address = init.address;
+    this.shape = Object.isFrozen(init.shape) ? init.shape : Object.freeze(init.shape.slice());
+    this.dtype = init.dtype;
+    this.deviceIndex = init.device;
+    this.device = deviceName(init.device);
+    let count = 1;
+    for (const extent of this.shape) count *= extent;
+    this.byteLength = count * DTYPE_SIZE[init.dtype];
+    this.block = init.block;
+    this.offset = init.offset;
+    this.packed = init.packed;
+    this.#holder = holder;
+    if (holder !== null) registry.register(this, holder, this);
+  }
+
+  /** True after dispose(). */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  static {
+    holderOf = (tensor) => tensor.#holder;
+  }
+
+  /**
+   * Copies the tensor back to host memory, blocking until done, into a fresh
+   * ArrayBuffer-backed array: a plain typed array for 1-D tensors of a dtype
+   * that a typed array kind stands for (float32 → Float32Array, int64 →
+   * BigInt64Array, float16 → Float16Array where the runtime has it), a
+   * {@link Tensor} otherwise (other shapes; bool as Uint8Array, bfloat16 and
+   * float16 without Float16Array as Uint16Array). Use {@link toTensor} for a
+   * Tensor always.
+   */
+  toHost(): TypedArray | Tensor {
+    const handle = startCopy(this, "cpu");
+    try {
+      return handle.get() as TypedArray | Tensor;
+    } finally {
+      handle.dispose();
+    }
+  }
+
+  /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */
+  toTensor(): Tensor {
+    return asTensor(this.toHost(), this.shape, this.dtype);
+  }
+
+  /** Gives this tensor's share of its block back. Idempotent. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const holder = this.#holder;
+    this.#holder = null;
+    if (holder !== null) {
+      registry.unregister(this);
+      holder.drop();
+    }
+  }
+
+  /** Same as dispose(), for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+function asTensor(value: TypedArray | Tensor, shape: readonly number[], dtype: DType): Tensor {
+  return value instanceof Tensor ? value : new Tensor(value, shape, dtype);
+}

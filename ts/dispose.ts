@@ -1,0 +1,51 @@
+/**
+ * disposeAll: dispose every DeviceTensor in a nested batch.
+ *
+ * @module
+ */
+
+import { DeviceTensor } from "./device_tensor.ts";
+
+/**
+ * Disposes every {@link DeviceTensor} found in `data` (itself, or inside
+ * arrays, plain objects and Maps, walked without recursion, each container
+ * once), and returns how many it disposed now (already-disposed ones and
+ * everything else are left alone).
+ *
+ * @example
+ * ```ts
+ * const onGpu = await startCopy(batch, "cuda:0");
+ * // ... use it ...
+ * disposeAll(onGpu);
+ * ```
+ */
+export function disposeAll(data: unknown): number {
+  let disposed = 0;
+  const seen = new Set<object>();
+  const stack: unknown[] = [data];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value !== "object" || value === null) continue;
+    if (value instanceof DeviceTensor) {
+      if (!value.disposed) {
+        value.dispose();
+        disposed++;
+      }
+      continue;
+    }
+    if (seen.has(value)) continue;
+    if (Array.isArray(value)) {
+      seen.add(value);
+      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
+    } else if (value instanceof Map) {
+      seen.add(value);
+      for (const v of value.values()) stack.push(v);
+    } else {
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) continue;
+      seen.add(value);
+      for (const key of Object.keys(value)) stack.push((value as Record<string, unknown>)[key]);
+    }
+  }
+  return disposed;
+}

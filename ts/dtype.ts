@@ -1,0 +1,181 @@
+/**
+ * Element types: their sizes, which typed arrays may store them, and which
+ * dtype a bare typed array stands for.
+ *
+ * @module
+ */
+
+/**
+ * The element types a tensor can have. "bool" is stored one byte per value
+ * (Uint8Array); "bfloat16" as raw bits in a Uint16Array; "float16" in a
+ * Float16Array where the runtime has one, or as raw bits in a Uint16Array.
+ */
+export type DType =
+  | "bool"
+  | "int8"
+  | "int16"
+  | "int32"
+  | "int64"
+  | "uint8"
+  | "uint16"
+  | "uint32"
+  | "uint64"
+  | "float16"
+  | "bfloat16"
+  | "float32"
+  | "float64";
+
+/** Every typed array kind the library accepts as tensor storage. */
+export type TypedArray =
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array
+  | Float32Array
+  | Float64Array
+  | Float16ArrayLike;
+
+/** A Float16Array, typed structurally because not every TypeScript lib has it. */
+export interface Float16ArrayLike extends ArrayBufferView {
+  readonly length: number;
+  readonly [Symbol.toStringTag]: "Float16Array";
+  [index: number]: number;
+}
+
+/** Bytes per element of each dtype. */
+export const DTYPE_SIZE: Readonly<Record<DType, number>> = {
+  bool: 1,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  int64: 8,
+  uint8: 1,
+  uint16: 2,
+  uint32: 4,
+  uint64: 8,
+  float16: 2,
+  bfloat16: 2,
+  float32: 4,
+  float64: 8,
+};
+
+/**
+ * All dtypes, in a stable order (for tests and docs).
+ *
+ * @example
+ * ```ts
+ * for (const dtype of DTYPES) console.log(dtype, DTYPE_SIZE[dtype]);
+ * ```
+ */
+export const DTYPES: readonly DType[] = Object.keys(DTYPE_SIZE) as DType[];
+
+/** The dtype a bare typed array of each kind (by its toStringTag) stands for. */
+const NATURAL_DTYPE: Readonly<Record<string, DType>> = {
+  Int8Array: "int8",
+  Uint8Array: "uint8",
+  Uint8ClampedArray: "uint8",
+  Int16Array: "int16",
+  Uint16Array: "uint16",
+  Int32Array: "int32",
+  Uint32Array: "uint32",
+  BigInt64Array: "int64",
+  BigUint64Array: "uint64",
+  Float16Array: "float16",
+  Float32Array: "float32",
+  Float64Array: "float64",
+};
+
+/** Which typed array kinds may hold each dtype (first: the one outputs use). */
+const STORAGE: Readonly<Record<DType, readonly string[]>> = {
+  bool: ["Uint8Array", "Uint8ClampedArray"],
+  int8: ["Int8Array"],
+  int16: ["Int16Array"],
+  int32: ["Int32Array"],
+  int64: ["BigInt64Array"],
+  uint8: ["Uint8Array", "Uint8ClampedArray"],
+  uint16: ["Uint16Array"],
+  uint32: ["Uint32Array"],
+  uint64: ["BigUint64Array"],
+  float16: ["Float16Array", "Uint16Array"],
+  bfloat16: ["Uint16Array"],
+  float32: ["Float32Array"],
+  float64: ["Float64Array"],
+};
+
+type TypedArrayCtor = new (buffer: ArrayBuffer, byteOffset?: number, length?: number) => TypedArray;
+
+const globals = globalThis as unknown as Record<string, TypedArrayCtor | undefined>;
+
+/** True where the runtime has a global Float16Array. */
+export const HAS_FLOAT16_ARRAY: boolean = typeof globals.Float16Array === "function";
+
+/** The kind of a typed array ("Float32Array", ...), or undefined for anything else (DataView too). */
+export function typedArrayKind(value: unknown): string | undefined {
+  if (!ArrayBuffer.isView(value)) return undefined;
+  // toStringTag is "Float32Array" etc. for every typed array (subclasses too) and undefined for DataView.
+  const tag = (value as unknown as { [Symbol.toStringTag]?: string })[Symbol.toStringTag];
+  return tag !== undefined && tag in NATURAL_DTYPE ? tag : undefined;
+}
+
+/** True when value is a typed array (not a DataView). */
+export function isTypedArray(value: unknown): value is TypedArray {
+  return typedArrayKind(value) !== undefined;
+}
+
+/**
+ * The dtype a bare typed array stands for: Float32Array → "float32",
+ * BigInt64Array → "int64", Uint8ClampedArray → "uint8", ...
+ *
+ * @example
+ * ```ts
+ * dtypeOf(new BigUint64Array(2)); // "uint64"
+ * ```
+ */
+export function dtypeOf(array: TypedArray): DType {
+  const dtype = NATURAL_DTYPE[typedArrayKind(array) ?? ""];
+  if (dtype === undefined) throw new TypeError("not a typed array");
+  return dtype;
+}
+
+/** True when `value` is a dtype name. */
+export function isDType(value: unknown): value is DType {
+  return typeof value === "string" && Object.hasOwn(DTYPE_SIZE, value);
+}
+
+/** True when a typed array of kind `kind` may store elements of `dtype`. */
+export function storageFits(dtype: DType, kind: string): boolean {
+  return STORAGE[dtype].includes(kind);
+}
+
+/** The typed array kinds that may store `dtype`, for error messages. */
+export function storageKinds(dtype: DType): readonly string[] {
+  return STORAGE[dtype];
+}
+
+/**
+ * True when a 1-D tensor of this dtype comes back from the device as a plain
+ * typed array (its dtype is what that array kind stands for); false for
+ * "bool", "bfloat16", and "float16" where there is no Float16Array.
+ */
+export function isNaturalDType(dtype: DType): boolean {
+  if (dtype === "bool" || dtype === "bfloat16") return false;
+  return dtype !== "float16" || HAS_FLOAT16_ARRAY;
+}
+
+/**
+ * A fresh, zeroed, ArrayBuffer-backed typed array that stores `length`
+ * elements of `dtype` (Float16Array for float16 where available).
+ */
+export function allocateStorage(dtype: DType, length: number): TypedArray {
+  const bytes = new ArrayBuffer(length * DTYPE_SIZE[dtype]);
+  for (const kind of STORAGE[dtype]) {
+    const ctor = globals[kind];
+    if (ctor !== undefined) return new ctor(bytes, 0, length);
+  }
+  throw new TypeError(`no storage for ${dtype}`);
+}

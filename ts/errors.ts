@@ -1,0 +1,93 @@
+/**
+ * The one error class of the library, and the status codes of the C ABI
+ * (lib/include/mtc.h, `enum mtc_status`).
+ *
+ * @module
+ */
+
+/**
+ * Status values of `enum mtc_status`, by name.
+ *
+ * @example
+ * ```ts
+ * if (error instanceof MtcError && error.status === Status.MTC_ERR_NO_DEVICE) useCpu();
+ * ```
+ */
+export const Status = {
+  MTC_OK: 0,
+  MTC_IN_PROGRESS: 1,
+  MTC_ERR_INVALID_ARGUMENT: 2,
+  MTC_ERR_INVALID_STATE: 3,
+  MTC_ERR_NO_DRIVER: 4,
+  MTC_ERR_NO_DEVICE: 5,
+  MTC_ERR_OUT_OF_MEMORY: 6,
+  MTC_ERR_CUDA: 7,
+  MTC_ERR_UNSUPPORTED: 8,
+  MTC_ERR_INTERNAL: 9,
+} as const;
+
+/** The name of a status, as `mtc_status_name` spells it. */
+export type StatusName = keyof typeof Status | "MTC_UNKNOWN_STATUS";
+
+const NAMES: readonly StatusName[] = Object.keys(Status) as StatusName[];
+
+/**
+ * The name of a status value ("MTC_ERR_INVALID_ARGUMENT", ...), or
+ * "MTC_UNKNOWN_STATUS". Kept in TypeScript so that errors can be named even
+ * when the C library could not be loaded.
+ *
+ * @example
+ * ```ts
+ * statusName(2); // "MTC_ERR_INVALID_ARGUMENT"
+ * ```
+ */
+export function statusName(status: number): StatusName {
+  return NAMES[status] ?? "MTC_UNKNOWN_STATUS";
+}
+
+/**
+ * Every failure of the library: a C status (or the status the TypeScript side
+ * chose for an error it found itself), its name, the path of the leaf it is
+ * about, and a message that starts with that path.
+ *
+ * Paths: `[3]` is an array index, `.key` an object key (`["odd key"]` when the
+ * key is not an identifier), `[<key>]` a Map key written as JSON when it is a
+ * string, number, boolean or null (`["cam"]`, `[7]`), `[12n]` for a bigint and
+ * `[String(key)]` otherwise. The root is the empty path "", shown as "(root)".
+ *
+ * @example
+ * ```ts
+ * try {
+ *   startCopy({ a: [new Float32Array(4), Symbol()] }, "gpu");
+ * } catch (e) {
+ *   if (e instanceof MtcError) console.log(e.code, e.path, e.message);
+ * }
+ * ```
+ */
+export class MtcError extends Error {
+  /** The numeric `mtc_status`. */
+  readonly status: number;
+  /** The status name, e.g. "MTC_ERR_INVALID_ARGUMENT". */
+  readonly code: StatusName;
+  /** The path of the leaf the error is about, "" for the root, or undefined. */
+  readonly path: string | undefined;
+
+  constructor(
+    status: number,
+    message: string,
+    options?: { path?: string; cause?: unknown },
+  ) {
+    const path = options?.path;
+    const where = path === undefined ? "" : `${path === "" ? "(root)" : path}: `;
+    super(where + message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "MtcError";
+    this.status = status;
+    this.code = statusName(status);
+    this.path = path;
+  }
+}
+
+/** Shorthand for an MTC_ERR_INVALID_ARGUMENT error. */
+export function invalidArgument(message: string, path?: string): MtcError {
+  return new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, message, { path });
+}

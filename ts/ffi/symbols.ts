@@ -1,0 +1,166 @@
+/**
+ * The one symbol table of libmtc (lib/include/mtc.h), in a neutral form that
+ * ts/ffi/bun.ts and ts/ffi/deno.ts turn into each runtime's own.
+ *
+ * Neutral kinds:
+ * - "ptr": an opaque C handle or pointer (mtc_plan *, mtc_block *), carried
+ *   in JavaScript as a plain number (x86-64 and arm64 user addresses fit in
+ *   a double). Declared as a 64-bit integer on both runtimes.
+ * - "buffer": a typed array the callee reads or writes during the call only
+ *   (in-structs, out-structs, out-parameters such as `mtc_plan **`).
+ * - "i32", "u32", "i64", "u64": integers, as numbers on the JavaScript side.
+ * - "cstring" (results only): a NUL-terminated string, read into a JS string.
+ * - "void" (results only).
+ *
+ * An entry with `nonblocking: true` is a second binding of the C function
+ * named by `name` that runs on a runtime thread and returns a Promise
+ * (Deno only; Bun has no such calls and leaves it out).
+ *
+ * @module
+ */
+
+/** Neutral parameter kinds. */
+export type ArgKind = "ptr" | "buffer" | "i32" | "u32" | "i64" | "u64";
+/** Neutral result kinds. */
+export type ResultKind = "ptr" | "i32" | "u32" | "i64" | "u64" | "cstring" | "void";
+
+/** One C function. */
+export interface SymbolSpec {
+  readonly args: readonly ArgKind[];
+  readonly result: ResultKind;
+  /** The C symbol, when it differs from the table key. */
+  readonly name?: string;
+  /** Bind as a call on a runtime thread returning a Promise (Deno). */
+  readonly nonblocking?: boolean;
+}
+
+/** The version of the ABI these bindings were written for (MTC_VERSION_NUMBER). */
+export const EXPECTED_VERSION_NUMBER = 100; // 0.1.0
+
+export const symbols = {
+  // ------------------------------------------------------------- version
+  mtc_version_number: { args: [], result: "u32" /* uint32_t */ },
+  mtc_version_string: { args: [], result: "cstring" /* const char * */ },
+
+  // -------------------------------------------------------------- status
+  mtc_status_name: {
+    args: ["i32" /* int32_t status */],
+    result: "cstring", /* const char * */
+  },
+  mtc_last_error: { args: [], result: "cstring" /* const char * */ },
+
+  // ------------------------------------------------------------- devices
+  mtc_cuda_device_count: {
+    args: ["buffer" /* int32_t *out_count */],
+    result: "i32", /* mtc_status */
+  },
+  mtc_cuda_current_device: {
+    args: ["buffer" /* int32_t *out_device */],
+    result: "i32", /* mtc_status */
+  },
+
+  // ------------------------------------------------------------- options
+  mtc_options_init: {
+    args: ["buffer" /* mtc_options *options */],
+    result: "void",
+  },
+
+  // -------------------------------------------------------------- blocks
+  mtc_block_retain: { args: ["ptr" /* mtc_block *block */], result: "void" },
+  mtc_block_release: { args: ["ptr" /* mtc_block *block */], result: "void" },
+  mtc_block_get_info: {
+    args: [
+      "ptr", /* const mtc_block *block */
+      "buffer", /* mtc_block_info *out */
+    ],
+    result: "i32", /* mtc_status */
+  },
+
+  // --------------------------------------------------------------- plans
+  mtc_plan_create: {
+    args: [
+      "i32", /* int32_t target_device */
+      "buffer", /* const mtc_options *options */
+      "buffer", /* mtc_plan **out_plan */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_add_leaf: {
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "buffer", /* const mtc_leaf *leaf */
+      "buffer", /* uint64_t *out_index (may be NULL) */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_add_leaves: {
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "buffer", /* const mtc_leaf *leaves */
+      "u64", /* uint64_t count */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_leaf_count: {
+    args: ["ptr" /* const mtc_plan *plan */],
+    result: "u64", /* uint64_t */
+  },
+  mtc_plan_submit: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
+  mtc_plan_poll: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
+  mtc_plan_wait: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
+  // The same C function, run on a Deno FFI thread: `await handle` without
+  // blocking the event loop. mtc.h allows a wait from another thread as long
+  // as the plan is not released meanwhile (the handle defers its release).
+  mtc_plan_wait_nonblocking: {
+    name: "mtc_plan_wait",
+    nonblocking: true,
+    args: ["ptr" /* mtc_plan *plan */],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_results: {
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "u64", /* uint64_t first */
+      "u64", /* uint64_t count */
+      "buffer", /* mtc_leaf_result *out */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_last_error: {
+    args: ["ptr" /* const mtc_plan *plan */],
+    result: "cstring", /* const char * */
+  },
+  mtc_plan_error_leaf: {
+    args: ["ptr" /* const mtc_plan *plan */],
+    result: "i64", /* int64_t */
+  },
+  mtc_plan_release: { args: ["ptr" /* mtc_plan *plan */], result: "void" },
+
+  // --------------------------------------------------------------- stats
+  mtc_get_stats: {
+    args: ["buffer" /* mtc_stats *out */],
+    result: "i32", /* mtc_status */
+  },
+  mtc_trim_pools: { args: [], result: "void" },
+} as const satisfies Record<string, SymbolSpec>;
+
+/** The neutral table's type. */
+export type Symbols = typeof symbols;
+
+type ArgValue<K> = K extends "buffer" ? ArrayBufferView | null : number;
+type ResultValue<K> = K extends "cstring" ? string : K extends "void" ? void : number;
+
+type ArgValues<A extends readonly ArgKind[]> = { -readonly [I in keyof A]: ArgValue<A[I]> };
+
+/** The JavaScript function one neutral entry becomes. */
+export type NativeFunction<S extends SymbolSpec> = (
+  ...args: ArgValues<S["args"]>
+) => S extends { nonblocking: true } ? Promise<ResultValue<S["result"]>> : ResultValue<S["result"]>;
+
+type SyncName = { [K in keyof Symbols]: Symbols[K] extends { nonblocking: true } ? never : K }[keyof Symbols];
+type AsyncName = Exclude<keyof Symbols, SyncName>;
+
+/** The bound library: every synchronous function, and the nonblocking ones where the runtime has them. */
+export type NativeSymbols =
+  & { readonly [K in SyncName]: NativeFunction<Symbols[K]> }
+  & { readonly [K in AsyncName]?: NativeFunction<Symbols[K]> };

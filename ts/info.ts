@@ -1,0 +1,105 @@
+/**
+ * Library-wide queries: CUDA devices, the loaded library's version, and the
+ * pool counters.
+ *
+ * @module
+ */
+
+import { MtcError, Status, statusName } from "./errors.ts";
+import { library } from "./ffi/library.ts";
+
+/**
+ * The number of CUDA devices; 0 when there is no CUDA driver.
+ *
+ * @example
+ * ```ts
+ * const device = cudaDeviceCount() > 0 ? "cuda:0" : "cpu";
+ * ```
+ */
+export function cudaDeviceCount(): number {
+  const sym = library().symbols;
+  const out = new Int32Array(1);
+  const status = sym.mtc_cuda_device_count(out);
+  if (status === Status.MTC_ERR_NO_DRIVER) return 0;
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  return out[0]!;
+}
+
+/**
+ * The loaded libmtc's version string, e.g. "0.1.0".
+ *
+ * @example
+ * ```ts
+ * console.log(`libmtc ${libraryVersion()}`);
+ * ```
+ */
+export function libraryVersion(): string {
+  return library().versionString;
+}
+
+/** Library-wide counters (mtc_stats), for tests, benchmarks and leak checks. */
+export interface PoolStats {
+  /** Threads in the shared staging pool. */
+  stagingThreads: number;
+  /** Plans created and not yet released. */
+  plansLive: number;
+  /** Blocks not yet freed (host and device). */
+  blocksLive: number;
+  /** Bytes in live device blocks. */
+  deviceBytesLive: number;
+  /** Bytes in live host blocks. */
+  hostBytesLive: number;
+  /** Pinned staging bytes idle in the pool. */
+  pinnedBytesCached: number;
+  /** Pinned bytes lent out: staging of copies in flight, and pinned host blocks. */
+  pinnedBytesInUse: number;
+  /** cuMemHostAlloc calls so far. */
+  pinnedAllocations: number;
+  /** Pinned pool hits so far. */
+  pinnedReuses: number;
+}
+
+const STATS_SIZE = 80; // sizeof(mtc_stats): nine counters and a reserved word
+
+/**
+ * The library's counters now.
+ *
+ * @example
+ * ```ts
+ * const before = poolStats().blocksLive;
+ * // ... copy, use, dispose ...
+ * console.assert(poolStats().blocksLive === before);
+ * ```
+ */
+export function poolStats(): PoolStats {
+  const sym = library().symbols;
+  const bytes = new Uint8Array(STATS_SIZE);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(0, STATS_SIZE, true);
+  const status = sym.mtc_get_stats(bytes);
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  const u64 = (offset: number) => view.getUint32(offset, true) + view.getUint32(offset + 4, true) * 4294967296;
+  return {
+    stagingThreads: view.getUint32(4, true),
+    plansLive: u64(8),
+    blocksLive: u64(16),
+    deviceBytesLive: u64(24),
+    hostBytesLive: u64(32),
+    pinnedBytesCached: u64(40),
+    pinnedBytesInUse: u64(48),
+    pinnedAllocations: u64(56),
+    pinnedReuses: u64(64),
+  };
+}
+
+/**
+ * Frees idle pinned staging memory held by the library's pool.
+ *
+ * @example
+ * ```ts
+ * trimPools();
+ * ```
+ */
+export function trimPools(): void {
+  library().symbols.mtc_trim_pools();
+}

@@ -1,0 +1,132 @@
+/**
+ * Copy options: accvlab's names in camelCase, their defaults, and their
+ * encoding into the C `mtc_options` struct.
+ *
+ * @module
+ */
+
+import { invalidArgument } from "./errors.ts";
+
+/**
+ * Options of {@link startCopy}. Every field is optional; the defaults are
+ * accvlab.multi_tensor_copier's where it has the option.
+ *
+ * @example
+ * ```ts
+ * startCopy(batch, "cuda:0", { packThresholdBytes: 64 << 10, useBackgroundThread: false });
+ * ```
+ */
+export interface CopyOptions {
+  /** Stage host leaves through pinned memory so every DMA reads pinned memory. Default true. */
+  usePinnedStaging?: boolean;
+  /** Pack small contiguous host leaves into shared chunks, one DMA per chunk. Default true. */
+  packCpuTensors?: boolean;
+  /** Each packed leaf starts at a multiple of max(this, element size); a power of two, 1..4096. Default 16. */
+  minPackedAlignmentBytes?: number;
+  /** Most bytes in one packed chunk, 1 byte .. 1 TiB. Default 32 MiB. */
+  maxPackedChunkBytes?: number;
+  /** Stage and submit on the library's background thread, so startCopy returns at once. Default true. */
+  useBackgroundThread?: boolean;
+  /** Host leaves of at most this many bytes are packed. Default 256 KiB. */
+  packThresholdBytes?: number;
+  /** Most threads of the shared staging pool this copy uses; 0 = all. Default 0. */
+  stagingThreads?: number;
+  /** Large host leaves are staged in pieces of this many bytes (>= 4096), pipelined with their DMA. Default 4 MiB. */
+  stagingPieceBytes?: number;
+}
+
+/**
+ * The defaults, as a frozen object.
+ *
+ * @example
+ * ```ts
+ * startCopy(batch, "cuda:0", { maxPackedChunkBytes: DEFAULT_OPTIONS.maxPackedChunkBytes * 2 });
+ * ```
+ */
+export const DEFAULT_OPTIONS: Readonly<Required<CopyOptions>> = Object.freeze({
+  usePinnedStaging: true,
+  packCpuTensors: true,
+  minPackedAlignmentBytes: 16,
+  maxPackedChunkBytes: 32 * 1024 * 1024,
+  useBackgroundThread: true,
+  packThresholdBytes: 256 * 1024,
+  stagingThreads: 0,
+  stagingPieceBytes: 4 * 1024 * 1024,
+});
+
+/** sizeof(mtc_options). */
+export const OPTIONS_SIZE = 56;
+
+const BOOLEAN_KEYS = ["usePinnedStaging", "packCpuTensors", "useBackgroundThread"] as const;
+const NUMBER_KEYS = [
+  "minPackedAlignmentBytes",
+  "maxPackedChunkBytes",
+  "packThresholdBytes",
+  "stagingThreads",
+  "stagingPieceBytes",
+] as const;
+const KNOWN = new Set<string>([...BOOLEAN_KEYS, ...NUMBER_KEYS]);
+
+const TIB = 2 ** 40;
+
+function checkInteger(key: string, value: number, min: number, max: number, rule?: string): void {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw invalidArgument(`option ${key} = ${String(value)} is out of range: ${rule ?? `an integer in ${min}..${max}`}`);
+  }
+}
+
+/**
+ * Fills in defaults and checks every option: unknown names, wrong types and
+ * values outside the ranges mtc.h documents throw MtcError
+ * (MTC_ERR_INVALID_ARGUMENT) naming the option. (libmtc checks the ranges
+ * again at mtc_plan_create; its errors are passed on as they are.)
+ */
+export function resolveOptions(options: CopyOptions | undefined): Required<CopyOptions> {
+  if (options === undefined) return DEFAULT_OPTIONS;
+  if (options === null || typeof options !== "object") {
+    throw invalidArgument(`options must be an object, got ${options === null ? "null" : typeof options}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) throw invalidArgument(`unknown option ${JSON.stringify(key)}`);
+  }
+  const resolved = { ...DEFAULT_OPTIONS } as Required<CopyOptions>;
+  for (const key of BOOLEAN_KEYS) {
+    const value = options[key];
+    if (value === undefined) continue;
+    if (typeof value !== "boolean") throw invalidArgument(`option ${key} must be a boolean, got ${typeof value}`);
+    resolved[key] = value;
+  }
+  for (const key of NUMBER_KEYS) {
+    const value = options[key];
+    if (value === undefined) continue;
+    if (typeof value !== "number") throw invalidArgument(`option ${key} must be a number, got ${typeof value}`);
+    resolved[key] = value;
+  }
+  const a = resolved.minPackedAlignmentBytes;
+  checkInteger("minPackedAlignmentBytes", a, 1, 4096, "a power of two in 1..4096");
+  if ((a & (a - 1)) !== 0) throw invalidArgument(`option minPackedAlignmentBytes = ${a} is out of range: a power of two in 1..4096`);
+  checkInteger("maxPackedChunkBytes", resolved.maxPackedChunkBytes, 1, TIB, "1 byte .. 1 TiB");
+  checkInteger("packThresholdBytes", resolved.packThresholdBytes, 0, Number.MAX_SAFE_INTEGER);
+  checkInteger("stagingThreads", resolved.stagingThreads, 0, 0xffffffff);
+  checkInteger("stagingPieceBytes", resolved.stagingPieceBytes, 4096, Number.MAX_SAFE_INTEGER, "an integer >= 4096");
+  return resolved;
+}
+
+function setU64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, value >>> 0, true);
+  view.setUint32(offset + 4, Math.floor(value / 2 ** 32), true);
+}
+
+/** Writes resolved options into an mtc_options struct (little-endian; layout fixed by mtc.h). */
+export function encodeOptions(o: Required<CopyOptions>, into: DataView): void {
+  into.setUint32(0, OPTIONS_SIZE, true); // struct_size
+  into.setUint32(4, o.usePinnedStaging ? 1 : 0, true);
+  into.setUint32(8, o.packCpuTensors ? 1 : 0, true);
+  into.setUint32(12, o.useBackgroundThread ? 1 : 0, true);
+  setU64(into, 16, o.minPackedAlignmentBytes);
+  setU64(into, 24, o.maxPackedChunkBytes);
+  setU64(into, 32, o.packThresholdBytes);
+  into.setUint32(40, o.stagingThreads, true);
+  into.setUint32(44, 0, true); // reserved0
+  setU64(into, 48, o.stagingPieceBytes);
+}

@@ -1,0 +1,52 @@
+/**
+ * The little of each runtime the library needs, reached without naming
+ * `Bun`, `Deno` or `process` in a way one type checker cannot resolve:
+ * `tsc` (with bun-types) and `deno check` both check this code.
+ *
+ * @module
+ */
+
+/** Which JavaScript runtime is running us. */
+export type RuntimeName = "bun" | "deno" | "other";
+
+interface DenoEnvLike {
+  env: { get(name: string): string | undefined };
+}
+
+const g = globalThis as unknown as {
+  Bun?: unknown;
+  Deno?: DenoEnvLike;
+  process?: { env: Record<string, string | undefined> };
+};
+
+/** The runtime: "bun", "deno", or "other" (the FFI layer refuses that one). */
+export const runtime: RuntimeName = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "other";
+
+/**
+ * An environment variable, or undefined when it is unset or cannot be read
+ * (Deno without --allow-env).
+ */
+export function getEnv(name: string): string | undefined {
+  try {
+    if (runtime === "deno") return g.Deno!.env.get(name);
+    return g.process?.env[name];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Bun's synchronous `import.meta.require`, for built-in modules such as
+ * "bun:ffi" that a static import would hide from `deno check`.
+ */
+export function bunRequire<T>(id: string, meta: ImportMeta): T {
+  return (meta as unknown as { require(id: string): T }).require(id);
+}
+
+/** The operating system: "linux", "darwin", "windows", ... */
+export function platform(): string {
+  const d = g.Deno as unknown as { build?: { os?: string } } | undefined;
+  if (runtime === "deno") return d?.build?.os ?? "linux";
+  const p = (g.process as unknown as { platform?: string } | undefined)?.platform ?? "linux";
+  return p === "win32" ? "windows" : p;
+}

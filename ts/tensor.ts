@@ -1,0 +1,90 @@
+/**
+ * Host tensors: typed array storage with a shape and a dtype.
+ *
+ * @module
+ */
+
+import {
+  type DType,
+  DTYPE_SIZE,
+  dtypeOf,
+  isDType,
+  storageFits,
+  storageKinds,
+  type TypedArray,
+  typedArrayKind,
+} from "./dtype.ts";
+import { invalidArgument } from "./errors.ts";
+
+/**
+ * A dense, row-major tensor in host memory: `data` holds exactly
+ * `shape.reduce((a, b) => a * b, 1)` elements of `dtype`.
+ *
+ * A bare typed array in a batch is a 1-D tensor of its element type; use a
+ * Tensor for other shapes and for "bool", "bfloat16" (Uint16Array storage)
+ * and "float16" stored as Uint16Array.
+ *
+ * @example
+ * ```ts
+ * const boxes = new Tensor(new Float32Array(30 * 4), [30, 4]);
+ * const active = new Tensor(new Uint8Array(30), [30], "bool");
+ * ```
+ */
+export class Tensor {
+  /** The elements, row-major. The copy reads exactly these bytes. */
+  readonly data: TypedArray;
+  /** Extent of each dimension; [] is a scalar (one element). */
+  readonly shape: readonly number[];
+  /** The element type. */
+  readonly dtype: DType;
+
+  /**
+   * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
+   * array that can store `dtype`, or when the shape does not describe
+   * exactly `data.length` elements.
+   */
+  constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
+    const kind = typedArrayKind(data);
+    if (kind === undefined) {
+      throw invalidArgument(`Tensor data must be a typed array, got ${describe(data)}`);
+    }
+    const resolved = dtype ?? dtypeOf(data);
+    if (!isDType(resolved)) {
+      throw invalidArgument(`unknown dtype ${JSON.stringify(resolved)}`);
+    }
+    if (!storageFits(resolved, kind)) {
+      throw invalidArgument(
+        `a ${kind} cannot store dtype ${resolved} (use ${storageKinds(resolved).join(" or ")})`,
+      );
+    }
+    if (!Array.isArray(shape)) {
+      throw invalidArgument(`Tensor shape must be an array of integers, got ${describe(shape)}`);
+    }
+    let count = 1;
+    for (const extent of shape) {
+      if (!Number.isSafeInteger(extent) || extent < 0) {
+        throw invalidArgument(`invalid shape [${shape.join(", ")}]: extents must be integers >= 0`);
+      }
+      count *= extent;
+    }
+    if (count !== data.length) {
+      throw invalidArgument(
+        `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length}`,
+      );
+    }
+    this.data = data;
+    this.shape = Object.freeze(shape.slice());
+    this.dtype = resolved;
+  }
+
+  /** Bytes the tensor occupies (elements × element size). */
+  get byteLength(): number {
+    return this.data.length * DTYPE_SIZE[this.dtype];
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value === "object") return (value as object).constructor?.name ?? "object";
+  return typeof value;
+}
