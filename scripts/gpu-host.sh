@@ -25,7 +25,7 @@ case $runtime in
     test_cmd=("$bin" test tests/gpu)
     run_cmd=("$bin") ;;
   deno)
-    test_cmd=("$bin" test --allow-ffi --allow-env --allow-read --allow-run tests/gpu)
+    test_cmd=("$bin" test --allow-ffi --allow-env --allow-read --allow-run --v8-flags=--expose-gc tests/gpu)
     run_cmd=("$bin" run --allow-ffi --allow-env --allow-read) ;;
   *) echo "unknown runtime $runtime"; exit 2 ;;
 esac

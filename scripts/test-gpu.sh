@@ -8,5 +8,5 @@ bash scripts/setup.sh || exit 1
 export MTC_REQUIRE_GPU=1 DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
 status=0
 node_modules/.bin/bun test tests/gpu || status=1
-node_modules/.bin/deno test --allow-ffi --allow-env --allow-read --allow-run tests/gpu || status=1
+node_modules/.bin/deno test --allow-ffi --allow-env --allow-read --allow-run --v8-flags=--expose-gc tests/gpu || status=1
 exit $status

@@ -11,7 +11,7 @@ ZIG=.tools/zig
 BUN=node_modules/.bin/bun
 DENO=node_modules/.bin/deno
 FAKE="$PWD/zig-out/lib/libfakecuda.so"
-DENO_TEST=("$DENO" test --allow-ffi --allow-env --allow-read --allow-run)
+DENO_TEST=("$DENO" test --allow-ffi --allow-env --allow-read --allow-run --v8-flags=--expose-gc)
 passed=0
 failed=()
 
@@ -35,10 +35,10 @@ suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "exported symbols" exports_only_mtc
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples
-suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" "$BUN" test tests/ts
-suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" "${DENO_TEST[@]}" tests/ts
-suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
-suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
+suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
+suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
+suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
+suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
 suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
 suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
 

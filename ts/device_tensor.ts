@@ -10,9 +10,6 @@ import { type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { startCopy } from "./copy.ts";
 
-/** Backstop for DeviceTensors dropped without dispose(): gives their share of the block back. */
-const registry = new FinalizationRegistry<BlockHolder>((holder) => holder.drop());
-
 /**
  * @internal The block holder of a DeviceTensor, for copies that read it
  * (null when disposed or empty). Not a member, so it stays out of sight.
@@ -68,7 +65,9 @@ export class DeviceTensor {
   /** @internal Made by startCopy; the holder share is the caller's, now owned by this tensor. */
   constructor(init: DeviceTensorInit, holder: BlockHolder | null) {
     this.address = init.address;
-    this.shape = Object.isFrozen(init.shape) ? init.shape : Object.freeze(init.shape.slice());
+    // Shared with the source Tensor or fresh; read-only by type, not frozen,
+    // since Object.freeze costs ~1 µs a tensor in Bun and results come by the hundred.
+    this.shape = init.shape;
     this.dtype = init.dtype;
     this.deviceIndex = init.device;
     this.device = deviceName(init.device);
@@ -78,8 +77,9 @@ export class DeviceTensor {
     this.block = init.block;
     this.offset = init.offset;
     this.packed = init.packed;
+    // The holder is reachable only through its tensors: when the last one is
+    // collected without dispose(), the holder's own finalizer frees the block.
     this.#holder = holder;
-    if (holder !== null) registry.register(this, holder, this);
   }
 
   /** True after dispose(). */
@@ -120,10 +120,7 @@ export class DeviceTensor {
     this.#disposed = true;
     const holder = this.#holder;
     this.#holder = null;
-    if (holder !== null) {
-      registry.unregister(this);
-      holder.drop();
-    }
+    if (holder !== null) holder.drop();
   }
 
   /** Same as dispose(), for `using`. */

@@ -90,6 +90,13 @@ const NATURAL_DTYPE: Readonly<Record<string, DType>> = {
   Float64Array: "float64",
 };
 
+/** Typed array constructors of this runtime → their kind name (toStringTag). */
+const KIND_BY_CONSTRUCTOR = new Map<unknown, string>();
+for (const kind of Object.keys(NATURAL_DTYPE)) {
+  const constructor = (globalThis as Record<string, unknown>)[kind];
+  if (constructor !== undefined) KIND_BY_CONSTRUCTOR.set(constructor, kind);
+}
+
 /** Which typed array kinds may hold each dtype (first: the one outputs use). */
 const STORAGE: Readonly<Record<DType, readonly string[]>> = {
   bool: ["Uint8Array", "Uint8ClampedArray"],
@@ -117,7 +124,11 @@ export const HAS_FLOAT16_ARRAY: boolean = typeof globals.Float16Array === "funct
 /** The kind of a typed array ("Float32Array", ...), or undefined for anything else (DataView too). */
 export function typedArrayKind(value: unknown): string | undefined {
   if (!ArrayBuffer.isView(value)) return undefined;
-  // toStringTag is "Float32Array" etc. for every typed array (subclasses too) and undefined for DataView.
+  // The constructor finds the common case fast (a property lookup with `in`
+  // on the table below costs ~0.25 µs a leaf in Bun); toStringTag ("Float32Array"
+  // for subclasses too, undefined for DataView) covers the rest.
+  const known = KIND_BY_CONSTRUCTOR.get(value.constructor);
+  if (known !== undefined) return known;
   const tag = (value as unknown as { [Symbol.toStringTag]?: string })[Symbol.toStringTag];
   return tag !== undefined && tag in NATURAL_DTYPE ? tag : undefined;
 }

@@ -73,7 +73,9 @@ export class Tensor {
       );
     }
     this.data = data;
-    this.shape = Object.freeze(shape.slice());
+    // A private copy, read-only by type. Not frozen: JavaScriptCore (Bun) walks
+    // frozen arrays on a slow path, and copies read every tensor's shape.
+    this.shape = shape.slice();
     this.dtype = resolved;
   }
 
