@@ -10,7 +10,10 @@ ZIG_VERSION=0.15.2
 if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] ||
    [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm packages (bun, deno, typescript, tsup)" >&2
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install` rather than `npm ci`: npm 11 leaves other platforms' optional
+  # packages (bun's and deno's per-platform binaries) out of the lock file and
+  # then `npm ci` refuses that same lock. --no-save keeps the lock file as it is.
+  npm install --no-save --no-audit --no-fund --loglevel=error
 fi
 
 if [ ! -x ".tools/ziglang-$ZIG_VERSION/ziglang/zig" ]; then
