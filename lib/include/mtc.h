@@ -215,6 +215,12 @@ MTC_API void mtc_block_retain(mtc_block *block);
  * the library's next copy, when the last reference goes. */
 MTC_API void mtc_block_release(mtc_block *block);
 
+/* Drops a reference to the block passed as `block`; `bytes` is ignored.
+ * Shaped as an external-memory deallocator, void (*)(void *bytes, void
+ * *context), for runtimes that free external buffers through a C callback
+ * (Bun's toArrayBuffer). Any thread. */
+MTC_API void mtc_block_release_callback(void *bytes, void *block);
+
 /* Writes what block is to *out (out->struct_size must be set). */
 MTC_API mtc_status mtc_block_get_info(const mtc_block *block,
                                       mtc_block_info *out);
@@ -330,6 +336,127 @@ MTC_API mtc_status mtc_get_stats(mtc_stats *out);
 
 /* Frees idle pinned staging memory held by the pool. Any thread. */
 MTC_API void mtc_trim_pools(void);
+
+/* ---------------------------------------------------------------- streams */
+
+/* Streams are CUstream handles carried as uint64_t, so that streams made by
+ * other libraries (PyTorch, CuPy, ...) can be passed in as they are. 0 is
+ * "no stream" (never the legacy default stream). */
+
+/* Creates a non-blocking stream on device's primary context and writes its
+ * CUstream to *out_stream. Destroy it with mtc_stream_destroy. */
+MTC_API mtc_status mtc_stream_create(int32_t device, uint64_t *out_stream);
+
+/* Destroys a stream made by mtc_stream_create (work queued on it still
+ * runs). 0 is ignored. */
+MTC_API void mtc_stream_destroy(int32_t device, uint64_t stream);
+
+/* Blocks until all work queued on stream (of device) has finished. */
+MTC_API mtc_status mtc_stream_synchronize(int32_t device, uint64_t stream);
+
+/* A recorded CUDA event and the device it belongs to; refcounted. */
+typedef struct mtc_event mtc_event;
+
+/* Records a new event on stream (of device): it completes when all work
+ * queued on stream before this call has finished. */
+MTC_API mtc_status mtc_event_record(int32_t device, uint64_t stream,
+                                    mtc_event **out_event);
+
+/* Makes work queued on stream (of device) after this call wait for event,
+ * without blocking the host. The event may belong to another device. */
+MTC_API mtc_status mtc_stream_wait_event(int32_t device, uint64_t stream,
+                                         const mtc_event *event);
+
+/* MTC_OK when the event has completed, MTC_IN_PROGRESS when not; never
+ * blocks. */
+MTC_API mtc_status mtc_event_query(const mtc_event *event);
+
+/* Blocks until the event has completed. */
+MTC_API mtc_status mtc_event_synchronize(const mtc_event *event);
+
+/* The event's CUevent, for other libraries to wait on; valid while a
+ * reference is held. 0 for NULL. */
+MTC_API uint64_t mtc_event_handle(const mtc_event *event);
+
+/* Adds / drops a reference. The last release destroys the event. NULL is
+ * ignored. Any thread. */
+MTC_API void mtc_event_retain(mtc_event *event);
+MTC_API void mtc_event_release(mtc_event *event);
+
+/* Tells the plan which stream of `device` the caller's work runs on. Only
+ * before submit; one stream per device. At submit:
+ *  - leaves on `device` are read only after the work queued on `stream`
+ *    before submit (an event recorded on it at submit time);
+ *  - when `device` is the plan's target, `stream` waits for the copy's
+ *    completion, so work queued on it after submit sees the copied data
+ *    with no host synchronization. Submission then enqueues the copy on the
+ *    calling thread (staging included) before it returns, whatever
+ *    use_background_thread says, since the wait must be queued before the
+ *    caller's next work.
+ * poll and wait still wait for this copy only. */
+MTC_API mtc_status mtc_plan_set_stream(mtc_plan *plan, int32_t device,
+                                       uint64_t stream);
+
+/* After submit: writes a new reference to an event that completes with the
+ * copy (on the target device; on the source device for copies to the host)
+ * to *out_event, or NULL when the copy needs no device work. Release it with
+ * mtc_event_release. */
+MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
+                                             mtc_event **out_event);
+
+/* ------------------------------------------------------------ plan stats */
+
+/* How device-to-host leaves were copied (mtc_plan_stats.device_to_host_path). */
+enum {
+  MTC_PATH_NONE = 0,         /* no device-to-host leaves */
+  MTC_PATH_PER_LEAF = 1,     /* one copy per leaf */
+  MTC_PATH_BATCHED = 2,      /* one batched driver call */
+  MTC_PATH_GATHER_KERNEL = 3 /* gathered on the GPU by a kernel, one copy */
+};
+
+/* What one plan did. */
+typedef struct mtc_plan_stats {
+  uint32_t struct_size;
+  uint32_t device_to_host_path; /* MTC_PATH_* */
+  uint64_t leaves;              /* leaves added */
+  uint64_t leaves_reused;       /* already on the target: not copied */
+  uint64_t leaves_packed;       /* copied as part of a chunk */
+  uint64_t chunks;              /* packed chunks */
+  uint64_t blocks;              /* blocks made (chunks and own leaves) */
+  uint64_t bytes_copied;        /* bytes of leaves copied */
+  uint64_t copies_issued;       /* DMA / kernel submissions */
+  uint64_t pinned_reuses;       /* staging buffers taken from the pool */
+  uint64_t pinned_allocations;  /* staging buffers newly allocated */
+  uint64_t staging_ns;          /* host time spent staging (memcpy) */
+  uint64_t submit_ns;           /* host time from submit to last enqueue */
+} mtc_plan_stats;
+
+/* Writes the plan's stats to *out (out->struct_size must be set). Counts are
+ * final once poll or wait returned MTC_OK. */
+MTC_API mtc_status mtc_plan_get_stats(const mtc_plan *plan,
+                                      mtc_plan_stats *out);
+
+/* ----------------------------------------------------------- test kernels */
+
+/* Nonzero when this build carries its CUDA kernels (built with nvcc): the
+ * gather kernel for device-to-host and batched device-to-device copies, and
+ * the two kernels below. */
+MTC_API int32_t mtc_has_kernels(void);
+
+/* For tests and demonstrations of stream ordering: queues a kernel on
+ * stream (of device) that spins for spin_microseconds, then sets `bytes`
+ * bytes at device address `address` to value_byte. MTC_ERR_UNSUPPORTED
+ * without kernels. */
+MTC_API mtc_status mtc_debug_fill(int32_t device, uint64_t stream,
+                                  uint64_t address, uint64_t bytes,
+                                  uint32_t value_byte,
+                                  uint32_t spin_microseconds);
+
+/* For tests: queues a kernel on stream (of device) that copies `bytes` bytes
+ * from device address src to dst (a kernel that reads copied data, unlike a
+ * DMA). MTC_ERR_UNSUPPORTED without kernels. */
+MTC_API mtc_status mtc_debug_copy(int32_t device, uint64_t stream,
+                                  uint64_t dst, uint64_t src, uint64_t bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */
