@@ -2,6 +2,12 @@
 //! emulated CUDA driver used by tests (when tests/fake_cuda/ exists), and the
 //! C tests. `zig build` installs zig-out/lib/libmtc.{so,a} and
 //! zig-out/include/mtc.h; `zig build test` runs the C tests.
+//!
+//! CUDA kernels: when nvcc is found (.tools/nvcc, which scripts/setup.sh
+//! installs, or -Dnvcc=PATH), cuda/mtc_kernels.cu is compiled into one fatbin
+//! whose bytes are embedded into libmtc (MTC_HAVE_KERNELS); without nvcc, or
+//! with -Dkernels=false, libmtc builds without them and mtc_has_kernels()
+//! returns 0.
 const std = @import("std");
 
 const lib_sources = [_][]const u8{
@@ -9,15 +15,19 @@ const lib_sources = [_][]const u8{
     "lib/src/background.c",
     "lib/src/block.c",
     "lib/src/cuda_driver.c",
+    "lib/src/debug_kernels.c",
     "lib/src/device.c",
     "lib/src/error.c",
+    "lib/src/event.c",
     "lib/src/keep_loaded.c",
+    "lib/src/kernels.c",
     "lib/src/options.c",
     "lib/src/pinned_pool.c",
     "lib/src/plan.c",
     "lib/src/planner.c",
     "lib/src/stage_copy.c",
     "lib/src/staging_pool.c",
+    "lib/src/stream_api.c",
     "lib/src/transfer.c",
 };
 
@@ -31,6 +41,29 @@ const lib_flags = [_][]const u8{
     "-Wshadow",
     "-Wstrict-prototypes",
     "-Werror",
+};
+
+/// The translation unit nvcc compiles (it includes the other .cu files), and
+/// every file it reads, so that editing any of them rebuilds the fatbin.
+const kernel_source = "cuda/mtc_kernels.cu";
+const kernel_inputs = [_][]const u8{
+    "cuda/copy_common.cuh",
+    "cuda/copy_segments.cu",
+    "cuda/debug_kernels.cu",
+};
+
+/// SASS for sm_80 (A100), sm_90 (H100, H200) and sm_100 (B200), and PTX for
+/// compute_100, which the driver compiles for any later GPU.
+const nvcc_flags = [_][]const u8{
+    "--fatbin",
+    "-O3",
+    "-std=c++17",
+    "-gencode",
+    "arch=compute_80,code=sm_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-gencode",
+    "arch=compute_100,code=[sm_100,compute_100]",
 };
 
 const fake_cuda_source = "tests/fake_cuda/fake_cuda.c";
@@ -55,6 +88,13 @@ const unit_tests = [_][]const u8{
     "test_host",
 };
 
+/// C tests of the device paths: like unit_tests, run against the emulated
+/// driver (its path is their first argument).
+const device_tests = [_][]const u8{
+    "test_device",
+    "test_streams",
+};
+
 /// The header compiled as C and as C++ with warnings as errors.
 const header_c_flags = [_][]const u8{ "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic" };
 const header_cpp_flags = [_][]const u8{ "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic" };
@@ -76,12 +116,15 @@ pub fn build(b: *std.Build) void {
         .tsan = b.option(bool, "tsan", "Build with ThreadSanitizer (for the tests)") orelse false,
     };
 
+    // The kernels' fatbin as a C source, or null: built without kernels.
+    const kernels = kernelSource(b);
+
     const shared = b.addLibrary(.{
         .name = "mtc",
         .linkage = .dynamic,
         // No .version: one plain libmtc.so file (no symlink chain), which
         // packagers and FFI loaders copy and open as is.
-        .root_module = libModule(b, config),
+        .root_module = libModule(b, config, kernels),
     });
     shared.installHeader(b.path("lib/include/mtc.h"), "mtc.h");
     b.installArtifact(shared);
@@ -89,7 +132,7 @@ pub fn build(b: *std.Build) void {
     const static = b.addLibrary(.{
         .name = "mtc",
         .linkage = .static,
-        .root_module = libModule(b, config),
+        .root_module = libModule(b, config, kernels),
     });
     b.installArtifact(static);
 
@@ -120,11 +163,15 @@ pub fn build(b: *std.Build) void {
         const install_fake = b.addInstallArtifact(fake, .{});
         b.getInstallStep().dependOn(&install_fake.step);
 
-        const exe = testExecutable(b, "test_device", config, static);
-        const run = b.addRunArtifact(exe);
-        // The test sets MTC_CUDA_DRIVER to this path before its first libmtc call.
-        run.addFileArg(fake.getEmittedBin());
-        test_step.dependOn(&run.step);
+        for (device_tests) |name| {
+            const exe = testExecutable(b, name, config, static);
+            const run = b.addRunArtifact(exe);
+            // The test sets MTC_CUDA_DRIVER to this path before its first libmtc call.
+            run.addFileArg(fake.getEmittedBin());
+            test_step.dependOn(&run.step);
+        }
+
+        kernelTests(b, config, test_step, fake, static, kernels);
 
         // The emulated driver's own checks, when its author has written them.
         if (fileExists(b, fake_cuda_selftest_source)) {
@@ -157,7 +204,141 @@ fn fileExists(b: *std.Build, path: []const u8) bool {
     return true;
 }
 
-fn libModule(b: *std.Build, config: Config) *std.Build.Module {
+/// Compiles cuda/ with nvcc and turns the fatbin into a C source (by
+/// cuda/embed_fatbin.zig) that defines mtc_kernels_fatbin; null when libmtc
+/// is built without kernels.
+fn kernelSource(b: *std.Build) ?std.Build.LazyPath {
+    const wanted = b.option(bool, "kernels", "Embed the CUDA kernels of cuda/ (needs nvcc; default: when nvcc is found)");
+    const nvcc_option = b.option([]const u8, "nvcc", "nvcc to compile cuda/ with (default: .tools/nvcc from scripts/setup.sh)");
+    const ccbin = b.option([]const u8, "nvcc-ccbin", "Host C++ compiler for nvcc, its -ccbin (default: nvcc's, g++)");
+    if (wanted == false) return null;
+    const default_nvcc = ".tools/nvcc";
+    const nvcc = nvcc_option orelse if (fileExists(b, default_nvcc)) b.pathFromRoot(default_nvcc) else {
+        if (wanted == true) {
+            std.debug.print("error: -Dkernels=true needs nvcc: run scripts/setup.sh, or pass -Dnvcc=PATH\n", .{});
+            std.process.exit(1);
+        }
+        return null;
+    };
+
+    const compile = b.addSystemCommand(&.{nvcc});
+    compile.setName("nvcc " ++ kernel_source);
+    compile.addArgs(&nvcc_flags);
+    if (ccbin) |path| compile.addArgs(&.{ "-ccbin", path });
+    compile.addArg("-o");
+    const fatbin = compile.addOutputFileArg("mtc_kernels.fatbin");
+    compile.addFileArg(b.path(kernel_source));
+    for (kernel_inputs) |path| compile.addFileInput(b.path(path));
+    // The wrapper names nvcc's version: a new one rebuilds the fatbin.
+    if (nvcc_option == null) compile.addFileInput(b.path(default_nvcc));
+
+    const embed = b.addExecutable(.{
+        .name = "embed_fatbin",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("cuda/embed_fatbin.zig"),
+            .target = b.graph.host,
+            .optimize = .ReleaseSafe,
+        }),
+    });
+    const generate = b.addRunArtifact(embed);
+    generate.addFileArg(fatbin);
+    const source = generate.addOutputFileArg("mtc_kernels_fatbin.c");
+    generate.addArg("mtc_kernels_fatbin");
+    return source;
+}
+
+/// test_kernels against the emulated driver three ways: with the kernels
+/// built in (nvcc's fatbin, or without nvcc a stand-in image that only the
+/// emulated driver accepts), with a library built without them, and with a
+/// driver that lacks the module and launch calls.
+fn kernelTests(
+    b: *std.Build,
+    config: Config,
+    test_step: *std.Build.Step,
+    fake: *std.Build.Step.Compile,
+    static: *std.Build.Step.Compile,
+    kernels: ?std.Build.LazyPath,
+) void {
+    const stub_image = kernels == null;
+    const with_kernels = if (kernels != null) static else blk: {
+        const stub = b.addWriteFiles().add("mtc_kernels_stub.c",
+            \\/* No nvcc at build time: a stand-in for the kernels' fatbin that only the
+            \\ * emulated driver (tests/fake_cuda) accepts. Test builds only. */
+            \\#include <stddef.h>
+            \\__attribute__((visibility("hidden"), aligned(64)))
+            \\const unsigned char mtc_kernels_fatbin[] = "libmtc test stub, not a fatbin";
+            \\__attribute__((visibility("hidden")))
+            \\const size_t mtc_kernels_fatbin_size = sizeof mtc_kernels_fatbin;
+            \\
+        );
+        break :blk b.addLibrary(.{ .name = "mtc_stub_kernels", .linkage = .static, .root_module = libModule(b, config, stub) });
+    };
+    const without_kernels = if (kernels == null) static else b.addLibrary(.{
+        .name = "mtc_no_kernels",
+        .linkage = .static,
+        .root_module = libModule(b, config, null),
+    });
+
+    const exe = kernelTestExecutable(b, "test_kernels", config, with_kernels, stub_image);
+    const run = b.addRunArtifact(exe);
+    run.addFileArg(fake.getEmittedBin());
+    run.addArg("kernels");
+    test_step.dependOn(&run.step);
+
+    const exe_none = kernelTestExecutable(b, "test_kernels_none", config, without_kernels, false);
+    const run_none = b.addRunArtifact(exe_none);
+    run_none.addFileArg(fake.getEmittedBin());
+    run_none.addArg("none");
+    test_step.dependOn(&run_none.step);
+
+    // The emulated driver again, without cuModuleLoadData and the rest.
+    const old_mod = b.createModule(.{
+        .target = config.target,
+        .optimize = config.optimize,
+        .link_libc = true,
+    });
+    old_mod.addCSourceFiles(.{ .files = &.{fake_cuda_source}, .flags = &(fake_cuda_flags ++ .{"-DFAKE_CUDA_NO_MODULE_API"}) });
+    old_mod.linkSystemLibrary("pthread", .{});
+    const old_driver = b.addLibrary(.{ .name = "fakecuda_no_modules", .linkage = .dynamic, .root_module = old_mod });
+    const run_old = b.addRunArtifact(exe);
+    run_old.addFileArg(old_driver.getEmittedBin());
+    run_old.addArg("no-module-api");
+    test_step.dependOn(&run_old.step);
+
+    // The real-GPU form of the same test: run with no arguments on a CUDA
+    // host (MTC_CUDA_DRIVER unset), it checks the real kernels byte by byte.
+    const install = b.step("test-kernels-bin", "Install bin/test_kernels; run it with no arguments on a CUDA host");
+    install.dependOn(&b.addInstallArtifact(exe, .{}).step);
+}
+
+fn kernelTestExecutable(
+    b: *std.Build,
+    name: []const u8,
+    config: Config,
+    lib: *std.Build.Step.Compile,
+    stub_image: bool,
+) *std.Build.Step.Compile {
+    const mod = b.createModule(.{
+        .target = config.target,
+        .optimize = config.optimize,
+        .link_libc = true,
+        .sanitize_thread = config.tsan,
+    });
+    mod.addCSourceFiles(.{
+        .files = &.{"tests/c/test_kernels.c"},
+        .flags = &(test_flags ++ .{"-Wshadow"}),
+    });
+    if (stub_image) mod.addCMacro("MTC_TEST_STUB_KERNEL_IMAGE", "1");
+    mod.addIncludePath(b.path("lib/include"));
+    mod.addIncludePath(b.path("lib/src"));
+    mod.addIncludePath(b.path("tests/c"));
+    mod.linkLibrary(lib);
+    mod.linkSystemLibrary("pthread", .{});
+    mod.linkSystemLibrary("dl", .{});
+    return b.addExecutable(.{ .name = name, .root_module = mod });
+}
+
+fn libModule(b: *std.Build, config: Config, kernels: ?std.Build.LazyPath) *std.Build.Module {
     const mod = b.createModule(.{
         .target = config.target,
         .optimize = config.optimize,
@@ -166,6 +347,10 @@ fn libModule(b: *std.Build, config: Config) *std.Build.Module {
         .sanitize_thread = config.tsan,
     });
     mod.addCSourceFiles(.{ .files = &lib_sources, .flags = &lib_flags });
+    if (kernels) |source| {
+        mod.addCSourceFile(.{ .file = source, .flags = &lib_flags });
+        mod.addCMacro("MTC_HAVE_KERNELS", "1");
+    }
     mod.addIncludePath(b.path("lib/include"));
     mod.addIncludePath(b.path("lib/src"));
     // dlopen and pthreads live in glibc >= 2.34; naming them keeps older

@@ -348,17 +348,20 @@ MTC_API void mtc_trim_pools(void);
 MTC_API mtc_status mtc_stream_create(int32_t device, uint64_t *out_stream);
 
 /* Destroys a stream made by mtc_stream_create (work queued on it still
- * runs). 0 is ignored. */
+ * runs). 0 is ignored; a failure sets mtc_last_error() only. */
 MTC_API void mtc_stream_destroy(int32_t device, uint64_t stream);
 
-/* Blocks until all work queued on stream (of device) has finished. */
+/* Blocks until all work queued on stream (of device) has finished.
+ * MTC_ERR_INVALID_ARGUMENT for stream 0. */
 MTC_API mtc_status mtc_stream_synchronize(int32_t device, uint64_t stream);
 
 /* A recorded CUDA event and the device it belongs to; refcounted. */
 typedef struct mtc_event mtc_event;
 
 /* Records a new event on stream (of device): it completes when all work
- * queued on stream before this call has finished. */
+ * queued on stream before this call has finished. Writes a new reference
+ * (release it with mtc_event_release) to *out_event, or NULL on error.
+ * MTC_ERR_INVALID_ARGUMENT for stream 0. */
 MTC_API mtc_status mtc_event_record(int32_t device, uint64_t stream,
                                     mtc_event **out_event);
 
@@ -384,7 +387,10 @@ MTC_API void mtc_event_retain(mtc_event *event);
 MTC_API void mtc_event_release(mtc_event *event);
 
 /* Tells the plan which stream of `device` the caller's work runs on. Only
- * before submit; one stream per device. At submit:
+ * before submit; one stream per device: a second call for the same device
+ * replaces the first, and stream 0 removes it. The stream is used at
+ * submit only (an invalid one is reported there, naming the device), and
+ * only where the plan reads leaves on `device` or copies to it. At submit:
  *  - leaves on `device` are read only after the work queued on `stream`
  *    before submit (an event recorded on it at submit time);
  *  - when `device` is the plan's target, `stream` waits for the copy's
@@ -393,14 +399,19 @@ MTC_API void mtc_event_release(mtc_event *event);
  *    calling thread (staging included) before it returns, whatever
  *    use_background_thread says, since the wait must be queued before the
  *    caller's next work.
- * poll and wait still wait for this copy only. */
+ * poll and wait still wait for this copy only, never for the caller's
+ * streams. */
 MTC_API mtc_status mtc_plan_set_stream(mtc_plan *plan, int32_t device,
                                        uint64_t stream);
 
 /* After submit: writes a new reference to an event that completes with the
- * copy (on the target device; on the source device for copies to the host)
- * to *out_event, or NULL when the copy needs no device work. Release it with
- * mtc_event_release. */
+ * copy (on the target device; on the source device for copies to the host,
+ * the first one when there are several: one event covers all of the copy's
+ * device work) to *out_event, or NULL when the copy needs no device work.
+ * Release it with mtc_event_release; it may outlive the plan. While a
+ * background submission is still staging, this waits until the copy is
+ * enqueued (not until it completes). After a failed submit it returns the
+ * plan's error. */
 MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
                                              mtc_event **out_event);
 
@@ -410,8 +421,9 @@ MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
 enum {
   MTC_PATH_NONE = 0,         /* no device-to-host leaves */
   MTC_PATH_PER_LEAF = 1,     /* one copy per leaf */
-  MTC_PATH_BATCHED = 2,      /* one batched driver call */
-  MTC_PATH_GATHER_KERNEL = 3 /* gathered on the GPU by a kernel, one copy */
+  MTC_PATH_BATCHED = 2,      /* one batched driver call (not used yet) */
+  MTC_PATH_GATHER_KERNEL = 3 /* one kernel per source device writes the
+                                small leaves into pinned host memory */
 };
 
 /* What one plan did. */
@@ -424,15 +436,25 @@ typedef struct mtc_plan_stats {
   uint64_t chunks;              /* packed chunks */
   uint64_t blocks;              /* blocks made (chunks and own leaves) */
   uint64_t bytes_copied;        /* bytes of leaves copied */
-  uint64_t copies_issued;       /* DMA / kernel submissions */
-  uint64_t pinned_reuses;       /* staging buffers taken from the pool */
-  uint64_t pinned_allocations;  /* staging buffers newly allocated */
+  uint64_t copies_issued;       /* DMA / kernel submissions (copies
+                                   between host blocks are not counted) */
+  /* Pinned buffers this plan took (staging, pinned output blocks, gather
+   * tables): from the pool, or newly allocated. */
+  uint64_t pinned_reuses;
+  uint64_t pinned_allocations;
   uint64_t staging_ns;          /* host time spent staging (memcpy) */
-  uint64_t submit_ns;           /* host time from submit to last enqueue */
+  uint64_t submit_ns;           /* host time from submit to last enqueue
+                                   (a background submission's wait in the
+                                   queue included) */
 } mtc_plan_stats;
 
 /* Writes the plan's stats to *out (out->struct_size must be set). Counts are
- * final once poll or wait returned MTC_OK. */
+ * final once poll or wait returned MTC_OK. Before submit only `leaves` is
+ * set; the layout's counts (reused, packed, chunks, bytes_copied) from
+ * submit on; the submission's (the rest) once it has enqueued the copy.
+ * device_to_host_path: GATHER_KERNEL when a gather kernel copied small
+ * leaves to the host (large ones always take one DMA each), PER_LEAF when
+ * only DMAs did. */
 MTC_API mtc_status mtc_plan_get_stats(const mtc_plan *plan,
                                       mtc_plan_stats *out);
 

@@ -116,6 +116,11 @@ MTC_API void mtc_block_release(mtc_block *block) {
   free(block);
 }
 
+MTC_API void mtc_block_release_callback(void *bytes, void *block) {
+  (void)bytes;
+  mtc_block_release((mtc_block *)block);
+}
+
 MTC_API mtc_status mtc_block_get_info(const mtc_block *block,
                                       mtc_block_info *out) {
   if (block == NULL || out == NULL) {

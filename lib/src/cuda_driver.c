@@ -57,10 +57,17 @@ static const symbol_entry symbols[] = {
     OPTIONAL(cuMemPoolSetAttribute),
     OPTIONAL(cuMemAllocFromPoolAsync),
     OPTIONAL(cuMemFreeAsync),
+    OPTIONAL(cuMemPoolSetAccess),
     REQUIRED(cuMemcpyHtoDAsync_v2),
     REQUIRED(cuMemcpyDtoHAsync_v2),
     REQUIRED(cuMemcpyDtoDAsync_v2),
     REQUIRED(cuMemcpyPeerAsync),
+    REQUIRED(cuDeviceCanAccessPeer),
+    REQUIRED(cuCtxEnablePeerAccess),
+    OPTIONAL(cuModuleLoadData),
+    OPTIONAL(cuModuleGetFunction),
+    OPTIONAL(cuModuleUnload),
+    OPTIONAL(cuLaunchKernel),
 };
 
 static void load_driver(void) {
@@ -115,10 +122,22 @@ static void load_driver(void) {
   /* A missing piece of the stream-ordered allocator disables all of it. */
   if (!table.cuMemPoolCreate || !table.cuMemPoolDestroy ||
       !table.cuMemPoolSetAttribute || !table.cuMemAllocFromPoolAsync ||
-      !table.cuMemFreeAsync) {
+      !table.cuMemFreeAsync || !table.cuMemPoolSetAccess) {
     table.cuMemPoolCreate = NULL;
+    table.cuMemPoolDestroy = NULL;
+    table.cuMemPoolSetAttribute = NULL;
     table.cuMemAllocFromPoolAsync = NULL;
     table.cuMemFreeAsync = NULL;
+    table.cuMemPoolSetAccess = NULL;
+  }
+
+  /* Likewise for modules and launches: all or none. */
+  if (!table.cuModuleLoadData || !table.cuModuleGetFunction ||
+      !table.cuModuleUnload || !table.cuLaunchKernel) {
+    table.cuModuleLoadData = NULL;
+    table.cuModuleGetFunction = NULL;
+    table.cuModuleUnload = NULL;
+    table.cuLaunchKernel = NULL;
   }
 
   api = table;

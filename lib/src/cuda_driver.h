@@ -15,28 +15,41 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
-typedef uint64_t CUdeviceptr;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+/* The types are cuda.h's own (unsigned long long, struct tags), so that
+ * calls through this table match the driver's definitions exactly (as
+ * -fsanitize=function checks against the emulated driver). */
+typedef unsigned long long CUdeviceptr;
 typedef uint64_t cuuint64_t;
 
 enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CU_STREAM_NON_BLOCKING = 1,
   CU_EVENT_DISABLE_TIMING = 2,
   CU_MEMHOSTALLOC_PORTABLE = 1,
   CU_MEM_ALLOCATION_TYPE_PINNED = 1,
   CU_MEM_LOCATION_TYPE_DEVICE = 1,
-  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  /* CUmemAccess_flags */
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 };
 
-typedef struct CUmemLocation {
+typedef struct CUmemLocation_st {
   int type;
   int id;
 } CUmemLocation;
 
 /* Must match the driver's layout: 88 bytes. */
-typedef struct CUmemPoolProps {
+typedef struct CUmemPoolProps_st {
   int allocType;
   int handleTypes;
   CUmemLocation location;
@@ -47,6 +60,14 @@ typedef struct CUmemPoolProps {
 } CUmemPoolProps;
 
 _Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps is 88 bytes");
+
+/* Which device may access a pool's memory, and how (cuMemPoolSetAccess). */
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  int flags; /* CU_MEM_ACCESS_FLAGS_PROT_* */
+} CUmemAccessDesc;
+
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
 
 /* Entry points, resolved once with dlsym under these exact names. */
 typedef struct mtc_cuda_api {
@@ -86,6 +107,10 @@ typedef struct mtc_cuda_api {
   CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr *ptr, size_t bytes,
                                       CUmemoryPool pool, CUstream stream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
+  /* Non-NULL exactly when the allocator entries above are (same driver
+   * release), so a device with a pool can always call it. */
+  CUresult (*cuMemPoolSetAccess)(CUmemoryPool pool, const CUmemAccessDesc *map,
+                                 size_t count);
   CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src,
                                    size_t bytes, CUstream stream);
   CUresult (*cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t bytes,
@@ -95,6 +120,23 @@ typedef struct mtc_cuda_api {
   CUresult (*cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dst_ctx,
                                 CUdeviceptr src, CUcontext src_ctx,
                                 size_t bytes, CUstream stream);
+  CUresult (*cuDeviceCanAccessPeer)(int *can_access, CUdevice device,
+                                    CUdevice peer_device);
+  /* Lets the current context access peer's memory (cuMemAlloc memory; pool
+   * memory needs cuMemPoolSetAccess). CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+   * when it already can. */
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext peer, unsigned int flags);
+  /* Modules and launches (libmtc's own kernels). All four or none: NULL when
+   * the driver lacks any of them, and then kernels.c reports "no kernels". */
+  CUresult (*cuModuleLoadData)(CUmodule *module, const void *image);
+  CUresult (*cuModuleGetFunction)(CUfunction *function, CUmodule module,
+                                  const char *name);
+  CUresult (*cuModuleUnload)(CUmodule module);
+  CUresult (*cuLaunchKernel)(CUfunction function, unsigned int grid_x,
+                             unsigned int grid_y, unsigned int grid_z,
+                             unsigned int block_x, unsigned int block_y,
+                             unsigned int block_z, unsigned int shared_bytes,
+                             CUstream stream, void **params, void **extra);
 } mtc_cuda_api;
 
 /* Loads and initialises the driver once per process (thread-safe). On

@@ -1,6 +1,7 @@
 /* device.c — lazily created per-device state and context handling. */
 #include "device.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,27 +44,34 @@ static mtc_status device_init_resources(const mtc_cuda_api *cu,
   return MTC_OK;
 }
 
+static void device_free_struct(mtc_device *d) {
+  free(d->peer);
+  free(d);
+}
+
 static mtc_status device_create(const mtc_cuda_api *cu, int ordinal,
-                                mtc_device **out) {
+                                int device_count, mtc_device **out) {
   mtc_device *d = calloc(1, sizeof *d);
-  if (d == NULL) {
+  if (d != NULL) d->peer = calloc((size_t)device_count, sizeof *d->peer);
+  if (d == NULL || d->peer == NULL) {
+    free(d);
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
   d->ordinal = ordinal;
   CUresult r = cu->cuDeviceGet(&d->handle, ordinal);
   if (r != CUDA_SUCCESS) {
-    free(d);
+    device_free_struct(d);
     return mtc_cuda_fail(r, "cuDeviceGet");
   }
   r = cu->cuDevicePrimaryCtxRetain(&d->context, d->handle);
   if (r != CUDA_SUCCESS) {
-    free(d);
+    device_free_struct(d);
     return mtc_cuda_fail(r, "cuDevicePrimaryCtxRetain");
   }
   r = cu->cuCtxPushCurrent_v2(d->context);
   if (r != CUDA_SUCCESS) {
     cu->cuDevicePrimaryCtxRelease_v2(d->handle);
-    free(d);
+    device_free_struct(d);
     return mtc_cuda_fail(r, "cuCtxPushCurrent");
   }
   mtc_status status = device_init_resources(cu, d);
@@ -71,10 +79,11 @@ static mtc_status device_create(const mtc_cuda_api *cu, int ordinal,
   cu->cuCtxPopCurrent_v2(&popped);
   if (status != MTC_OK) {
     cu->cuDevicePrimaryCtxRelease_v2(d->handle);
-    free(d);
+    device_free_struct(d);
     return status;
   }
   pthread_mutex_init(&d->event_lock, NULL);
+  pthread_mutex_init(&d->peer_lock, NULL);
   *out = d;
   return MTC_OK;
 }
@@ -109,7 +118,7 @@ mtc_status mtc_device_get(int ordinal, mtc_device **out) {
   }
   status = MTC_OK;
   if (devices[ordinal] == NULL) {
-    status = device_create(cu, ordinal, &devices[ordinal]);
+    status = device_create(cu, ordinal, devices_count, &devices[ordinal]);
   }
   if (status == MTC_OK) *out = devices[ordinal];
   pthread_mutex_unlock(&devices_lock);
@@ -237,4 +246,92 @@ void mtc_device_event_release(mtc_device *device, CUevent event) {
     cu->cuEventDestroy_v2(event);
   }
   mtc_context_scope_end(&scope);
+}
+
+static atomic_uint_fast64_t peer_setups;
+
+uint64_t mtc_device_peer_setup_count(void) { return atomic_load(&peer_setups); }
+
+/* The driver calls of mtc_device_enable_peer; *usable stays 0 when the pair
+ * cannot access each other. */
+static mtc_status peer_setup(const mtc_cuda_api *cu, mtc_device *accessor,
+                             mtc_device *owner, int *usable) {
+  int can = 0;
+  CUresult r = cu->cuDeviceCanAccessPeer(&can, accessor->handle, owner->handle);
+  if (r != CUDA_SUCCESS) return mtc_cuda_fail(r, "cuDeviceCanAccessPeer");
+  if (!can) return MTC_OK;
+
+  mtc_context_scope scope;
+  mtc_context_scope_begin(&scope);
+  mtc_status status = mtc_context_scope_use(&scope, accessor);
+  if (status == MTC_OK) {
+    /* Maps owner's cuMemAlloc memory into accessor's context. */
+    r = cu->cuCtxEnablePeerAccess(owner->context, 0);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+      status = mtc_cuda_fail(r, "cuCtxEnablePeerAccess");
+    }
+  }
+  if (status == MTC_OK && owner->pool != NULL &&
+      cu->cuMemPoolSetAccess != NULL) {
+    /* Pool memory ignores peer access: its pool grants access itself. */
+    status = mtc_context_scope_use(&scope, owner);
+    if (status == MTC_OK) {
+      CUmemAccessDesc desc;
+      memset(&desc, 0, sizeof desc);
+      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc.location.id = accessor->ordinal;
+      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      r = cu->cuMemPoolSetAccess(owner->pool, &desc, 1);
+      if (r != CUDA_SUCCESS) status = mtc_cuda_fail(r, "cuMemPoolSetAccess");
+    }
+  }
+  mtc_context_scope_end(&scope);
+  if (status == MTC_OK) *usable = 1;
+  return status;
+}
+
+mtc_status mtc_device_enable_peer(mtc_device *accessor, mtc_device *owner,
+                                  int *out_usable) {
+  *out_usable = 0;
+  if (accessor == owner) {
+    *out_usable = 1;
+    return MTC_OK;
+  }
+  const mtc_cuda_api *cu;
+  mtc_status status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  /* Held across the driver calls so that the pair is set up once, and
+   * nobody uses it half set up. */
+  pthread_mutex_lock(&accessor->peer_lock);
+  signed char *state = &accessor->peer[owner->ordinal];
+  if (*state == MTC_PEER_UNKNOWN) {
+    atomic_fetch_add(&peer_setups, 1);
+    int usable = 0;
+    status = peer_setup(cu, accessor, owner, &usable);
+    *state = usable ? MTC_PEER_ENABLED : MTC_PEER_NONE;
+    if (status != MTC_OK) {
+      char why[MTC_ERROR_CAPACITY];
+      mtc_format(why, sizeof why, "%s", mtc_error_text());
+      mtc_error_set(status,
+                    "setting up access of cuda:%d to cuda:%d's memory: %s",
+                    accessor->ordinal, owner->ordinal, why);
+    }
+  }
+  *out_usable = *state == MTC_PEER_ENABLED;
+  pthread_mutex_unlock(&accessor->peer_lock);
+  return status;
+}
+
+int mtc_device_spare_event_total(void) {
+  int total = 0;
+  pthread_mutex_lock(&devices_lock);
+  for (int i = 0; i < devices_count; i++) {
+    mtc_device *d = devices[i];
+    if (d == NULL) continue;
+    pthread_mutex_lock(&d->event_lock);
+    total += d->spare_count;
+    pthread_mutex_unlock(&d->event_lock);
+  }
+  pthread_mutex_unlock(&devices_lock);
+  return total;
 }

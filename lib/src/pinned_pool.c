@@ -61,6 +61,7 @@ mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes,
   pthread_mutex_unlock(&pool_lock);
   if (hit != NULL) {
     *out = hit->buffer;
+    out->reused = 1;
     free(hit);
     return MTC_OK;
   }
@@ -93,6 +94,7 @@ mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes,
   out->ptr = ptr;
   out->bytes = class_bytes;
   out->device = device;
+  out->reused = 0;
   return MTC_OK;
 }
 

@@ -17,6 +17,7 @@ typedef struct mtc_pinned_buffer {
   void *ptr;
   size_t bytes;         /* capacity: the size class */
   mtc_device *device;   /* whose context allocated it (and frees it) */
+  int reused;           /* set by acquire: 1 from the pool, 0 newly allocated */
 } mtc_pinned_buffer;
 
 /* Takes a buffer of at least `bytes` (> 0) from the pool, or allocates one

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_driver.h"
 #include "options.h"
@@ -15,6 +16,21 @@
 static atomic_uint_fast64_t plans_live;
 
 uint64_t mtc_plan_live_count(void) { return atomic_load(&plans_live); }
+
+uint64_t mtc_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+CUstream mtc_plan_target_stream(const mtc_plan *plan) {
+  for (size_t i = 0; i < plan->stream_count; i++) {
+    if (plan->streams[i].device->ordinal == plan->target) {
+      return plan->streams[i].stream;
+    }
+  }
+  return NULL;
+}
 
 /* Records the thread's last error as the plan's error too; lock held (the
  * background thread may record the copy's own failure at the same time). */
@@ -87,6 +103,7 @@ MTC_API mtc_status mtc_plan_create(int32_t target_device,
   plan->phase = MTC_PHASE_BUILDING;
   plan->status = MTC_OK;
   plan->error_leaf = -1;
+  plan->stats.struct_size = sizeof plan->stats;
   pthread_mutex_init(&plan->lock, NULL);
   pthread_cond_init(&plan->submitted, NULL);
   atomic_fetch_add(&plans_live, 1);
@@ -270,22 +287,109 @@ static mtc_status prepare(mtc_plan *plan) {
   plan->results = calloc(plan->leaf_count ? plan->leaf_count : 1,
                          sizeof *plan->results);
   plan->blocks = calloc(outputs + 1, sizeof *plan->blocks);
-  plan->staging = calloc(outputs + MTC_PIECE_RING, sizeof *plan->staging);
-  plan->held_events = calloc(MTC_PIECE_RING, sizeof *plan->held_events);
-  if (!plan->results || !plan->blocks || !plan->staging || !plan->held_events) {
+  /* Staging: one buffer per output, the piece ring, and one segment table
+   * per source device of gathered chunks (at most one per chunk). */
+  plan->staging = calloc(outputs + plan->layout.chunk_count + MTC_PIECE_RING,
+                         sizeof *plan->staging);
+  if (!plan->results || !plan->blocks || !plan->staging) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
+
+  /* What the layout says about the copy; the submission adds the rest. */
+  uint64_t reused = 0, packed = 0, bytes = 0;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    switch (plan->layout.placements[i].kind) {
+      case MTC_PLACE_REUSED:
+        reused++;
+        break;
+      case MTC_PLACE_PACKED:
+        packed++;
+        bytes += plan->leaves[i].bytes;
+        break;
+      case MTC_PLACE_OWN:
+        bytes += plan->leaves[i].bytes;
+        break;
+      case MTC_PLACE_ZERO:
+        break;
+    }
+  }
+  pthread_mutex_lock(&plan->lock);
+  plan->stats.leaves_reused = reused;
+  plan->stats.leaves_packed = packed;
+  plan->stats.chunks = plan->layout.chunk_count;
+  plan->stats.bytes_copied = bytes;
+  pthread_mutex_unlock(&plan->lock);
   return MTC_OK;
 }
 
+/* Does the plan copy (not reuse) leaves that live on device? */
+static int copies_from(const mtc_plan *plan, int32_t device) {
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    mtc_placement_kind kind = plan->layout.placements[i].kind;
+    if (plan->leaves[i].device == device &&
+        (kind == MTC_PLACE_PACKED || kind == MTC_PLACE_OWN)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* On the caller's thread, at submit: an event on each caller's stream whose
+ * device holds leaves the plan copies, so that those copies read the leaves
+ * only after the work the caller queued there so far. */
+static mtc_status record_source_events(mtc_plan *plan) {
+  if (plan->stream_count == 0) return MTC_OK;
+  const mtc_cuda_api *cu;
+  mtc_status status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  mtc_context_scope scope;
+  mtc_context_scope_begin(&scope);
+  for (size_t i = 0; status == MTC_OK && i < plan->stream_count; i++) {
+    mtc_plan_stream *s = &plan->streams[i];
+    if (!copies_from(plan, s->device->ordinal)) continue;
+    status = mtc_context_scope_use(&scope, s->device);
+    if (status != MTC_OK) break;
+    CUevent event;
+    status = mtc_device_event_acquire(s->device, &event);
+    if (status != MTC_OK) break;
+    CUresult r = cu->cuEventRecord(event, s->stream);
+    if (r != CUDA_SUCCESS) {
+      mtc_device_event_release(s->device, event);
+      char what[96];
+      mtc_format(what, sizeof what,
+                 "cuEventRecord on the stream set for cuda:%d (0x%llx)",
+                 s->device->ordinal,
+                 (unsigned long long)(uintptr_t)s->stream);
+      status = mtc_cuda_fail(r, what);
+      break;
+    }
+    s->ready = event;
+  }
+  mtc_context_scope_end(&scope);
+  return status;
+}
+
+/* Keeps the submission's counters (lock held). */
+static void merge_stats_locked(mtc_plan *plan, const mtc_plan_stats *from) {
+  plan->stats.device_to_host_path = from->device_to_host_path;
+  plan->stats.blocks = from->blocks;
+  plan->stats.copies_issued = from->copies_issued;
+  plan->stats.pinned_reuses = from->pinned_reuses;
+  plan->stats.pinned_allocations = from->pinned_allocations;
+  plan->stats.staging_ns = from->staging_ns;
+  plan->stats.submit_ns = from->submit_ns;
+}
+
 /* Ends the SUBMITTING phase with the transfer's outcome. */
-static void finish_submission(mtc_plan *plan, mtc_status status) {
+static void finish_submission(mtc_plan *plan, mtc_status status,
+                              const mtc_plan_stats *stats) {
   pthread_mutex_lock(&plan->lock);
+  merge_stats_locked(plan, stats);
   if (status != MTC_OK) {
     record_error_locked(plan, -1);
     plan->status = status;
     plan->phase = MTC_PHASE_FAILED;
-  } else if (plan->event_count == 0) {
+  } else if (plan->completion == NULL) {
     /* Nothing asynchronous (host-only copies): done already. */
     mtc_transfer_return_staging(plan);
     plan->phase = MTC_PHASE_DONE;
@@ -300,10 +404,14 @@ static void finish_submission(mtc_plan *plan, mtc_status status) {
 static void run_in_background(mtc_background_item *item) {
   mtc_plan *plan =
       (mtc_plan *)((char *)item - offsetof(mtc_plan, background));
-  finish_submission(plan, mtc_transfer_run(plan));
+  mtc_plan_stats stats;
+  memset(&stats, 0, sizeof stats);
+  mtc_status status = mtc_transfer_run(plan, &stats);
+  finish_submission(plan, status, &stats);
 }
 
 MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
+  uint64_t start = mtc_clock_ns();
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
   }
@@ -317,17 +425,26 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
   if (status != MTC_OK) return status;
   status = prepare(plan);
   if (status != MTC_OK) return fail_submit(plan, status, -1);
+  status = record_source_events(plan);
+  if (status != MTC_OK) return fail_submit(plan, status, -1);
 
+  plan->submit_start_ns = start;
   pthread_mutex_lock(&plan->lock);
   plan->phase = MTC_PHASE_SUBMITTING;
   pthread_mutex_unlock(&plan->lock);
-  if (plan->options.use_background_thread) {
+  /* With a stream of the caller's on the target, the stream must wait on
+   * the copy before submit returns (the caller queues work on it next), so
+   * the copy is enqueued here. */
+  if (plan->options.use_background_thread &&
+      mtc_plan_target_stream(plan) == NULL) {
     plan->background.run = run_in_background;
     if (mtc_background_enqueue(&plan->background) == 0) return MTC_OK;
     /* No background thread could be started: do the work here. */
   }
-  status = mtc_transfer_run(plan);
-  finish_submission(plan, status);
+  mtc_plan_stats stats;
+  memset(&stats, 0, sizeof stats);
+  status = mtc_transfer_run(plan, &stats);
+  finish_submission(plan, status, &stats);
   return status == MTC_OK ? MTC_OK : plan_report(plan, status);
 }
 
@@ -368,25 +485,19 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
     status = mtc_error_set(MTC_ERR_INVALID_STATE, "the plan was not submitted");
     record_error_locked(plan, -1);
   } else if (plan->phase == MTC_PHASE_IN_FLIGHT) {
+    /* The completion event follows all of the copy's device work, and
+     * nothing else: never the caller's own streams. */
     const mtc_cuda_api *cu;
     status = mtc_cuda_load(&cu);
-    int pending = 0;
-    for (size_t i = 0; status == MTC_OK && i < plan->event_count; i++) {
-      mtc_plan_event *e = &plan->events[i];
-      if (e->complete) continue;
-      CUresult r = cu->cuEventQuery(e->event);
+    if (status == MTC_OK) {
+      CUresult r = cu->cuEventQuery(plan->completion->event);
       if (r == CUDA_SUCCESS) {
-        e->complete = 1;
-      } else if (r == CUDA_ERROR_NOT_READY) {
-        pending = 1;
-        break;
-      } else {
+        complete_locked(plan);
+      } else if (r != CUDA_ERROR_NOT_READY) {
         fail_locked(plan, r, "cuEventQuery");
-        break;
       }
+      status = settled_status_locked(plan);
     }
-    if (status == MTC_OK && !pending) complete_locked(plan);
-    if (status == MTC_OK) status = settled_status_locked(plan);
   } else {
     status = settled_status_locked(plan);
   }
@@ -409,18 +520,15 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
     pthread_cond_wait(&plan->submitted, &plan->lock);
   }
   if (plan->phase == MTC_PHASE_IN_FLIGHT) {
-    /* The event list is fixed once in flight and freed only by release, so
-     * it can be read without the lock; syncing without it keeps poll from
-     * blocking. */
-    mtc_plan_event *events = plan->events;
-    size_t count = plan->event_count;
+    /* The completion event is fixed once in flight and freed only by
+     * release, so it can be read without the lock; syncing without it keeps
+     * poll from blocking. */
+    CUevent completion = plan->completion->event;
     pthread_mutex_unlock(&plan->lock);
     const mtc_cuda_api *cu;
     CUresult failure = CUDA_SUCCESS;
     if (mtc_cuda_load(&cu) == MTC_OK) {
-      for (size_t i = 0; i < count && failure == CUDA_SUCCESS; i++) {
-        failure = cu->cuEventSynchronize(events[i].event);
-      }
+      failure = cu->cuEventSynchronize(completion);
     }
     pthread_mutex_lock(&plan->lock);
     if (failure != CUDA_SUCCESS) {
@@ -496,22 +604,130 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   for (size_t i = 0; i < plan->block_count; i++) {
     mtc_block_release(plan->blocks[i]);
   }
-  for (size_t i = 0; i < plan->event_count; i++) {
-    mtc_device_event_release(plan->events[i].device, plan->events[i].event);
-  }
+  mtc_event_release(plan->completion);
   for (size_t i = 0; i < plan->held_count; i++) {
     mtc_device_event_release(plan->held_events[i].device,
                              plan->held_events[i].event);
   }
+  for (size_t i = 0; i < plan->stream_count; i++) {
+    mtc_device_event_release(plan->streams[i].device,
+                             plan->streams[i].ready);
+  }
   mtc_layout_free(&plan->layout);
   free(plan->leaves);
+  free(plan->streams);
   free(plan->results);
   free(plan->blocks);
   free(plan->staging);
-  free(plan->events);
   free(plan->held_events);
   pthread_cond_destroy(&plan->submitted);
   pthread_mutex_destroy(&plan->lock);
   free(plan);
   atomic_fetch_sub(&plans_live, 1);
+}
+
+MTC_API mtc_status mtc_plan_set_stream(mtc_plan *plan, int32_t device,
+                                       uint64_t stream) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  if (phase_of(plan) != MTC_PHASE_BUILDING) {
+    return plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "mtc_plan_set_stream: streams can only be "
+                                   "set before submit"),
+                     -1);
+  }
+  if (device < 0) {
+    return plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "mtc_plan_set_stream: device %d is not a "
+                                   "CUDA ordinal (streams belong to CUDA "
+                                   "devices)",
+                                   device),
+                     -1);
+  }
+  mtc_device *d;
+  mtc_status status = mtc_device_get(device, &d);
+  if (status != MTC_OK) return plan_fail(plan, status, -1);
+
+  size_t i = 0;
+  while (i < plan->stream_count && plan->streams[i].device != d) i++;
+  if (stream == 0) {
+    /* 0 takes the device's stream back out. */
+    if (i < plan->stream_count) {
+      plan->streams[i] = plan->streams[--plan->stream_count];
+    }
+    return MTC_OK;
+  }
+  if (i == plan->stream_count) {
+    mtc_plan_stream *more =
+        realloc(plan->streams, (plan->stream_count + 1) * sizeof *more);
+    if (more == NULL) {
+      return plan_fail(plan,
+                       mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                     "out of host memory"),
+                       -1);
+    }
+    plan->streams = more;
+    plan->stream_count++;
+  }
+  plan->streams[i].device = d;
+  plan->streams[i].stream = (CUstream)(uintptr_t)stream;
+  plan->streams[i].ready = NULL;
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
+                                             mtc_event **out_event) {
+  if (plan == NULL || out_event == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_plan_completion_event: plan and out_event must "
+                         "not be NULL");
+  }
+  *out_event = NULL;
+  pthread_mutex_lock(&plan->lock);
+  if (plan->phase == MTC_PHASE_BUILDING) {
+    mtc_error_set(MTC_ERR_INVALID_STATE,
+                  "mtc_plan_completion_event: the plan was not submitted");
+    record_error_locked(plan, -1);
+    pthread_mutex_unlock(&plan->lock);
+    return MTC_ERR_INVALID_STATE;
+  }
+  /* The event exists once the copy is enqueued: a background submission
+   * is waited for (staging takes a while; the copy itself is not). */
+  while (plan->phase == MTC_PHASE_SUBMITTING) {
+    pthread_cond_wait(&plan->submitted, &plan->lock);
+  }
+  mtc_status status = MTC_OK;
+  if (plan->phase == MTC_PHASE_FAILED) {
+    status = plan_report(plan, plan->status);
+  } else if (plan->completion != NULL) {
+    mtc_event_retain(plan->completion);
+    *out_event = plan->completion;
+  }
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}
+
+MTC_API mtc_status mtc_plan_get_stats(const mtc_plan *plan,
+                                      mtc_plan_stats *out) {
+  if (plan == NULL || out == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_plan_get_stats: plan and out must not be NULL");
+  }
+  if (out->struct_size < sizeof(mtc_plan_stats)) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_plan_get_stats: out->struct_size is %u, needs "
+                         "at least %zu",
+                         out->struct_size, sizeof(mtc_plan_stats));
+  }
+  /* The lock guards the stats only; the plan itself is not changed. */
+  mtc_plan *p = (mtc_plan *)plan;
+  pthread_mutex_lock(&p->lock);
+  *out = p->stats;
+  pthread_mutex_unlock(&p->lock);
+  out->struct_size = sizeof *out;
+  out->leaves = plan->leaf_count;
+  return MTC_OK;
 }

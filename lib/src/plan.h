@@ -10,6 +10,7 @@
 #include "block.h"
 #include "device.h"
 #include "error.h"
+#include "event.h"
 #include "mtc.h"
 #include "pinned_pool.h"
 #include "planner.h"
@@ -31,8 +32,17 @@ typedef struct mtc_plan_staging {
 typedef struct mtc_plan_event {
   mtc_device *device;
   CUevent event;
-  int complete; /* poll saw it done */
 } mtc_plan_event;
+
+/* A stream of the caller's, named with mtc_plan_set_stream. */
+typedef struct mtc_plan_stream {
+  mtc_device *device;
+  CUstream stream;
+  /* Recorded on stream by submit (on the caller's thread) when the plan
+   * copies leaves that live on device: the copies that read them wait on
+   * it. NULL otherwise. */
+  CUevent ready;
+} mtc_plan_stream;
 
 struct mtc_plan {
   int32_t target;
@@ -41,9 +51,14 @@ struct mtc_plan {
   mtc_leaf *leaves;
   uint64_t leaf_count, leaf_capacity;
 
+  /* Set before submit; read-only afterwards. One entry per device. */
+  mtc_plan_stream *streams;
+  size_t stream_count;
+
   /* Set at submit; read-only afterwards. */
   mtc_layout layout;
   mtc_leaf_result *results;
+  uint64_t submit_start_ns; /* clock when submit was called */
 
   /* Written by the submission (transfer.c) before the phase leaves
    * SUBMITTING; capacities are reserved at submit so that recording an
@@ -52,10 +67,12 @@ struct mtc_plan {
   size_t block_count;
   mtc_plan_staging *staging;
   size_t staging_count;
-  mtc_plan_event *events; /* one completion event per stream used */
-  size_t event_count;
-  mtc_plan_event *held_events; /* pipeline events, returned at release */
-  size_t held_count;
+  /* One event after all of the copy's device work (the other devices'
+   * copy streams joined into one), or NULL when there was none. The plan
+   * holds one reference. */
+  mtc_event *completion;
+  mtc_plan_event *held_events; /* pipeline and join events, returned at release */
+  size_t held_count, held_capacity;
 
   pthread_mutex_t lock;
   pthread_cond_t submitted; /* broadcast when the phase leaves SUBMITTING */
@@ -63,6 +80,7 @@ struct mtc_plan {
   mtc_status status;
   int64_t error_leaf;
   char error[MTC_ERROR_CAPACITY];
+  mtc_plan_stats stats; /* guarded by lock; see mtc_plan_get_stats */
 
   mtc_background_item background;
 };
@@ -72,5 +90,11 @@ struct mtc_plan {
 
 /* Plans created and not yet released (for mtc_get_stats). */
 uint64_t mtc_plan_live_count(void);
+
+/* CLOCK_MONOTONIC in nanoseconds (for the plan's timings). */
+uint64_t mtc_clock_ns(void);
+
+/* The caller's stream on the plan's target device, or NULL. */
+CUstream mtc_plan_target_stream(const mtc_plan *plan);
 
 #endif

@@ -6,10 +6,15 @@
 
 #include "plan.h"
 
-/* Fills plan->blocks, staging, events, held_events and results. On failure
- * waits for whatever it had enqueued, releases everything it acquired, and
- * returns the status with the thread's last error set. */
-mtc_status mtc_transfer_run(mtc_plan *plan);
+/* Fills plan->blocks, staging, completion, held_events and results, and
+ * writes what it did to the submission's fields of *stats (blocks,
+ * copies_issued, pinned_*, staging_ns, submit_ns, device_to_host_path).
+ * Before its copies read leaves of a device whose stream the caller set,
+ * the copy stream waits on that stream's ready event; when the caller set a
+ * stream on the target, that stream waits on the completion event. On
+ * failure waits for whatever it had enqueued, releases everything it
+ * acquired, and returns the status with the thread's last error set. */
+mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats);
 
 /* Gives the plan's staging memory back to its pools (idempotent). The
  * copies that read it must have completed. */

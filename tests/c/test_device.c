@@ -12,6 +12,8 @@
 
 #include "check.h"
 
+struct CUctx_st; /* the driver's CUcontext points at one */
+
 /* The emulated driver's test-only exports (NULL when absent). */
 static struct {
   void (*set_copy_delay_us)(unsigned long long us);
@@ -19,7 +21,9 @@ static struct {
   unsigned long long (*copy_count)(void);
   int (*live_device_allocations)(void);
   int (*live_host_allocations)(void);
-  int (*cu_ctx_get_current)(void **ctx);
+  /* As the driver defines it: calling through a pointer of another type
+   * is undefined (and traps under -fsanitize=function, as in ReleaseSafe). */
+  int (*cu_ctx_get_current)(struct CUctx_st **ctx);
 } fake;
 
 static void load_fake(const char *path) {
@@ -59,7 +63,7 @@ static unsigned long long all_copies(void) {
 /* The caller's thread must have no current context after libmtc calls. */
 static void check_no_context_left(void) {
   if (fake.cu_ctx_get_current == NULL) return;
-  void *ctx = (void *)1;
+  struct CUctx_st *ctx = (struct CUctx_st *)1;
   CHECK(fake.cu_ctx_get_current(&ctx) == 0);
   CHECK(ctx == NULL);
 }

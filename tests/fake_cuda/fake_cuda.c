@@ -25,6 +25,10 @@
  * or sleep until, that time. Copies from or to pageable (not cuMemHostAlloc)
  * host memory block the caller until the copy's modelled end, as the real
  * driver does.
+ *
+ * Kernels: cuModuleLoadData accepts any image; cuModuleGetFunction knows the
+ * kernels of libmtc's cuda/ kernels by name, and cuLaunchKernel runs them on the
+ * host (see "kernels" below) with the same checks and time model as copies.
  */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -52,13 +56,24 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 
-typedef struct {
+/* Struct tags as cuda.h names them: function types then match libmtc's
+ * declarations exactly (-fsanitize=function compares them). */
+typedef struct CUmemLocation_st {
   int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
   int id;   /* device ordinal */
 } CUmemLocation;
 
-typedef struct {
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  int flags; /* CU_MEM_ACCESS_FLAGS_PROT_NONE 0, _READ 1, _READWRITE 3 */
+} CUmemAccessDesc;
+
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
+
+typedef struct CUmemPoolProps_st {
   int allocType;   /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
   int handleTypes; /* CUmemAllocationHandleType bits */
   CUmemLocation location;
@@ -78,14 +93,27 @@ enum {
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_INVALID_HANDLE = 400,
-  CUDA_ERROR_NOT_READY = 600
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 };
 
 /* The exported API, declared once as cuda.h would; FAKE_API keeps the
  * symbols exported even when the build passes -fvisibility=hidden. */
 #define FAKE_API __attribute__((visibility("default")))
+/* -DFAKE_CUDA_NO_MODULE_API builds a driver without the module and launch
+ * calls (an old driver, for libmtc's "no kernels" path). */
+#ifdef FAKE_CUDA_NO_MODULE_API
+#define FAKE_MODULE_API __attribute__((visibility("hidden")))
+#else
+#define FAKE_MODULE_API FAKE_API
+#endif
 FAKE_API CUresult cuInit(unsigned int Flags);
 FAKE_API CUresult cuDriverGetVersion(int *driverVersion);
 FAKE_API CUresult cuGetErrorName(CUresult error, const char **pStr);
@@ -126,6 +154,15 @@ FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDev
                                        CUstream hStream);
 FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                                     CUcontext srcContext, size_t ByteCount, CUstream hStream);
+FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
+FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image);
+FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+FAKE_MODULE_API CUresult cuModuleUnload(CUmodule hmod);
+FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
 
 /* Test-only exports. */
 FAKE_API int fake_cuda_live_device_allocations(void);
@@ -136,6 +173,9 @@ FAKE_API unsigned long long fake_cuda_copy_count(void);
 FAKE_API unsigned long long fake_cuda_pageable_copy_count(void);
 FAKE_API void fake_cuda_reset_counters(void);
 FAKE_API void fake_cuda_set_copy_delay_us(unsigned long long us);
+FAKE_API unsigned long long fake_cuda_kernel_launches(void);
+FAKE_API int fake_cuda_live_modules(void);
+FAKE_API void fake_cuda_fail_module_loads(int result);
 
 /* The legacy and per-thread default streams, as cuda.h defines them. */
 #define FAKE_STREAM_LEGACY ((uintptr_t)0x1)
@@ -163,6 +203,19 @@ struct fake_pool {
   int device;
   uint64_t max_size; /* 0: no limit */
   uint64_t used;
+  /* CU_MEM_ACCESS_FLAGS_PROT_* per device (cuMemPoolSetAccess); the owner
+   * has READWRITE. Checked when kernels touch pool memory of a peer. */
+  unsigned char access[64];
+};
+
+struct fake_module {
+  int device;
+  uint32_t epoch; /* the context's epoch when loaded */
+};
+
+struct fake_function {
+  uintptr_t module; /* handle of the module it came from */
+  int kernel;       /* KERNEL_* */
 };
 
 /* One primary context per device. A CUcontext is a pointer into g_ctx, so a
@@ -172,6 +225,7 @@ struct fake_ctx {
   int refcount;       /* retains minus releases; 0: inactive */
   uint32_t epoch;     /* bumped each time the context becomes active */
   uint64_t used_bytes; /* device memory in use */
+  uint64_t peer_mask;  /* bit d: cuCtxEnablePeerAccess gave access to device d */
   struct fake_stream null_stream; /* the NULL (legacy) stream */
 };
 
@@ -201,6 +255,8 @@ static uint64_t g_pinned_used;
 static uint64_t g_copy_delay_ns;
 static unsigned long long g_copy_count;
 static unsigned long long g_pageable_copy_count;
+static unsigned long long g_launch_count;
+static CUresult g_module_load_error; /* fake_cuda_fail_module_loads */
 static struct fake_ctx g_ctx[FAKE_MAX_DEVICES];
 static struct alloc_list g_dev_allocs, g_host_allocs;
 
@@ -260,7 +316,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * (JavaScript FFI layers keep pointers in doubles). A destroyed handle fails
  * the generation check; a made-up one fails the kind or index check. */
 
-enum { KIND_STREAM = 1, KIND_EVENT = 2, KIND_POOL = 3, KIND_COUNT = 4 };
+enum { KIND_STREAM = 1, KIND_EVENT = 2, KIND_POOL = 3, KIND_MODULE = 4, KIND_FUNCTION = 5, KIND_COUNT = 6 };
 
 #define H_IDX_BITS 20
 #define H_GEN_BITS 24
@@ -319,6 +375,8 @@ static void *handle_get(int kind, const void *h, uint32_t *out_slot) {
   if (out_slot) *out_slot = i;
   return g_slots[i].obj;
 }
+
+static void drop_orphan_functions(void);
 
 /* Frees the object in slot i and makes its handle stale. */
 static void handle_drop(uint32_t i) {
@@ -528,10 +586,16 @@ static const struct {
     {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -642,6 +706,10 @@ FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (c->refcount++ == 0) {
     c->epoch++;
     c->null_stream.busy_until = 0;
+    /* A fresh context has no peer access, and no other context has access
+     * to it. */
+    c->peer_mask = 0;
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++) g_ctx[d].peer_mask &= ~(UINT64_C(1) << dev);
   }
   unlock();
   *pctx = (CUcontext)c;
@@ -670,8 +738,12 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
       } else if (k == KIND_EVENT && ((struct fake_event *)g_slots[i].obj)->device == dev) {
         events++;
         handle_drop(i);
+      } else if (k == KIND_MODULE && ((struct fake_module *)g_slots[i].obj)->device == dev) {
+        /* Modules go with their context (functions fail the module check). */
+        handle_drop(i);
       }
     }
+    drop_orphan_functions();
     size_t allocs = 0;
     for (size_t i = 0; i < g_dev_allocs.n; i++) allocs += g_dev_allocs.v[i].device == dev;
     if (streams || events || allocs)
@@ -1076,6 +1148,7 @@ FAKE_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pool
   if (!pl) return report(CUDA_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
   pl->device = p->location.id;
   pl->max_size = p->maxSize;
+  pl->access[pl->device] = 3;
   lock();
   uintptr_t h = handle_new(KIND_POOL, pl);
   unlock();
@@ -1241,6 +1314,374 @@ FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
   return CUDA_SUCCESS;
 }
 
+/* ============================================================ peer access */
+
+FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!canAccessPeer) return report(CUDA_ERROR_INVALID_VALUE, __func__, "canAccessPeer is NULL");
+  if (dev < 0 || dev >= g_device_count || peerDev < 0 || peerDev >= g_device_count)
+    return report(CUDA_ERROR_INVALID_DEVICE, __func__, "devices %d and %d, there are %d devices", dev, peerDev,
+                  g_device_count);
+  /* Every two distinct devices are peers here; a device is not its own peer. */
+  *canAccessPeer = dev != peerDev;
+  return CUDA_SUCCESS;
+}
+
+/* Gives the current context access to peerContext's cuMemAlloc memory in
+ * kernels. Reset when either context is next activated. */
+FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (Flags != 0) return report(CUDA_ERROR_INVALID_VALUE, __func__, "Flags %u (want 0)", Flags);
+  struct fake_ctx *c, *peer;
+  lock();
+  if ((r = need_ctx(__func__, &c)) || (r = check_ctx_handle(__func__, peerContext, &peer))) goto out;
+  if (peer == c) {
+    r = report(CUDA_ERROR_INVALID_DEVICE, __func__, "peerContext is the current context (device %d)", c->device);
+  } else if (c->peer_mask & (UINT64_C(1) << peer->device)) {
+    /* Not an error worth a line: callers expect it on the second call. */
+    r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  } else {
+    c->peer_mask |= UINT64_C(1) << peer->device;
+  }
+out:
+  unlock();
+  return r;
+}
+
+/* Validates every entry before applying any. The owner keeps READWRITE. */
+FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+  const char *fn = __func__;
+  CUresult r = need_init(fn);
+  if (r) return r;
+  if (!map) return report(CUDA_ERROR_INVALID_VALUE, fn, "map is NULL (count %zu)", count);
+  lock();
+  struct fake_pool *pl = handle_get(KIND_POOL, pool, NULL);
+  if (!pl) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, fn, "pool %p is not a live pool (destroyed or never created)",
+               (void *)pool);
+    goto out;
+  }
+  for (size_t i = 0; i < count && !r; i++) {
+    const CUmemAccessDesc *d = &map[i];
+    if (d->location.type != 1)
+      r = report(CUDA_ERROR_INVALID_VALUE, fn, "map[%zu].location.type %d (want 1, CU_MEM_LOCATION_TYPE_DEVICE)", i,
+                 d->location.type);
+    else if (d->location.id < 0 || d->location.id >= g_device_count)
+      r = report(CUDA_ERROR_INVALID_DEVICE, fn, "map[%zu].location.id %d, there are %d devices", i, d->location.id,
+                 g_device_count);
+    else if (d->flags != 0 && d->flags != 1 && d->flags != 3)
+      r = report(CUDA_ERROR_INVALID_VALUE, fn, "map[%zu].flags %d (want 0, 1 or 3: CU_MEM_ACCESS_FLAGS_PROT_*)", i,
+                 d->flags);
+    else if (d->location.id == pl->device && d->flags != 3)
+      r = report(CUDA_ERROR_INVALID_VALUE, fn,
+                 "map[%zu] takes access away from the pool's own device %d (flags %d)", i, pl->device, d->flags);
+  }
+  if (!r)
+    for (size_t i = 0; i < count; i++) pl->access[map[i].location.id] = (unsigned char)map[i].flags;
+out:
+  unlock();
+  return r;
+}
+
+/* ================================================================ kernels
+ * The kernels of libmtc's cuda/ directory, known by name, run on the host by
+ * cuLaunchKernel. Their parameters (kernelParams[i] points at parameter i),
+ * as the .cu files declare them:
+ *
+ *   mtc_copy_segments(const mtc_segment *table, uint32_t n)
+ *       mtc_segment is {uint64_t src, dst, bytes} (24 bytes): copies each
+ *       segment's bytes from src to dst.
+ *   mtc_debug_fill(uint8_t *dst, uint64_t bytes, uint32_t value, uint32_t spin_us)
+ *       spins spin_us microseconds, then sets bytes bytes at dst to value.
+ *   mtc_debug_copy(uint8_t *dst, const uint8_t *src, uint64_t bytes)
+ *
+ * Every range a kernel touches (bytes > 0) must lie in one live device
+ * allocation of the launching device, of a peer it was given access to
+ * (cuCtxEnablePeerAccess, or cuMemPoolSetAccess for pool memory), or in one
+ * pinned host block; source and destination of one copy must not overlap.
+ * A failed check fails the launch with CUDA_ERROR_ILLEGAL_ADDRESS (the real
+ * driver would report it later, from a synchronize) and nothing is written.
+ * A launch costs its stream FAKE_CUDA_COPY_DELAY_US like a copy, plus the
+ * fill's spin. */
+
+enum { KERNEL_COPY_SEGMENTS = 1, KERNEL_DEBUG_FILL = 2, KERNEL_DEBUG_COPY = 3 };
+
+static const struct {
+  int id;
+  const char *name;
+} k_kernels[] = {
+    {KERNEL_COPY_SEGMENTS, "mtc_copy_segments"},
+    {KERNEL_DEBUG_FILL, "mtc_debug_fill"},
+    {KERNEL_DEBUG_COPY, "mtc_debug_copy"},
+};
+
+struct fake_segment {
+  uint64_t src, dst, bytes;
+};
+
+_Static_assert(sizeof(struct fake_segment) == 24, "mtc_segment is 24 bytes");
+
+/* Lock held. Drops functions whose module is gone. */
+static void drop_orphan_functions(void) {
+  for (uint32_t i = 0; i < g_slot_count; i++)
+    if (g_slots[i].kind == KIND_FUNCTION &&
+        !handle_get(KIND_MODULE, (void *)((struct fake_function *)g_slots[i].obj)->module, NULL))
+      handle_drop(i);
+}
+
+FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!module || !image) return report(CUDA_ERROR_INVALID_VALUE, __func__, "module or image is NULL");
+  struct fake_ctx *c;
+  lock();
+  if ((r = need_ctx(__func__, &c))) goto out;
+  if (g_module_load_error) {
+    r = report(g_module_load_error, __func__, "failing as fake_cuda_fail_module_loads(%d) asked",
+               g_module_load_error);
+    goto out;
+  }
+  struct fake_module *m = calloc(1, sizeof *m);
+  uintptr_t h = m ? handle_new(KIND_MODULE, m) : 0;
+  if (!h) {
+    free(m);
+    r = report(CUDA_ERROR_OUT_OF_MEMORY, __func__, "no room for another module");
+    goto out;
+  }
+  m->device = c->device;
+  m->epoch = c->epoch;
+  *module = (CUmodule)h;
+out:
+  unlock();
+  return r;
+}
+
+FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!hfunc || !name) return report(CUDA_ERROR_INVALID_VALUE, __func__, "hfunc or name is NULL");
+  lock();
+  if (!handle_get(KIND_MODULE, hmod, NULL)) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, __func__, "module %p is not a live module (unloaded or never loaded)",
+               (void *)hmod);
+    goto out;
+  }
+  int kernel = 0;
+  for (size_t i = 0; i < sizeof k_kernels / sizeof k_kernels[0]; i++)
+    if (strcmp(k_kernels[i].name, name) == 0) kernel = k_kernels[i].id;
+  if (!kernel) {
+    r = report(CUDA_ERROR_NOT_FOUND, __func__, "no kernel named \"%s\"", name);
+    goto out;
+  }
+  struct fake_function *f = calloc(1, sizeof *f);
+  uintptr_t h = f ? handle_new(KIND_FUNCTION, f) : 0;
+  if (!h) {
+    free(f);
+    r = report(CUDA_ERROR_OUT_OF_MEMORY, __func__, "no room for another function");
+    goto out;
+  }
+  f->module = (uintptr_t)hmod;
+  f->kernel = kernel;
+  *hfunc = (CUfunction)h;
+out:
+  unlock();
+  return r;
+}
+
+FAKE_MODULE_API CUresult cuModuleUnload(CUmodule hmod) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  uint32_t slot;
+  lock();
+  if (!handle_get(KIND_MODULE, hmod, &slot)) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, __func__, "module %p is not a live module (unloaded or never loaded)",
+               (void *)hmod);
+  } else {
+    handle_drop(slot);
+    drop_orphan_functions();
+  }
+  unlock();
+  return r;
+}
+
+/* Lock held. [p, p + n), n > 0, as a kernel on device sees it (see above). */
+static CUresult check_kernel_range(const char *fn, const char *what, uint64_t p, uint64_t n, int device,
+                                   int write) {
+  struct fake_alloc *a = alloc_containing(&g_dev_allocs, (uintptr_t)p);
+  if (a) {
+    uint64_t room = a->size - (p - a->addr);
+    if (n > room)
+      return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                    "%s 0x%" PRIx64 " (%" PRIu64 " bytes) runs %" PRIu64
+                    " bytes past the end of device %d allocation 0x%" PRIxPTR " (%zu bytes)",
+                    what, p, n, n - room, a->device, a->addr, a->size);
+    if (a->epoch != g_ctx[a->device].epoch)
+      return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                    "%s 0x%" PRIx64 " was allocated before device %d's primary context was last released", what, p,
+                    a->device);
+    if (a->device != device) {
+      struct fake_pool *pool = a->pool ? handle_get(KIND_POOL, (void *)a->pool, NULL) : NULL;
+      int access = pool ? pool->access[device] : ((g_ctx[device].peer_mask >> a->device) & 1) ? 3 : 0;
+      int need = write ? 3 : 1;
+      if ((access & need) != need)
+        return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                      "%s 0x%" PRIx64 " (%" PRIu64 " bytes) is memory of device %d, which a kernel on device %d "
+                      "may not %s (%s)",
+                      what, p, n, a->device, device, write ? "write" : "read",
+                      pool ? "cuMemPoolSetAccess" : "cuCtxEnablePeerAccess");
+    }
+    return CUDA_SUCCESS;
+  }
+  struct fake_alloc *h = alloc_containing(&g_host_allocs, (uintptr_t)p);
+  if (h) {
+    uint64_t room = h->size - (p - h->addr);
+    if (n > room)
+      return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                    "%s 0x%" PRIx64 " (%" PRIu64 " bytes) runs %" PRIu64
+                    " bytes past the end of pinned block 0x%" PRIxPTR " (%zu bytes)",
+                    what, p, n, n - room, h->addr, h->size);
+    return CUDA_SUCCESS;
+  }
+  return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                "%s 0x%" PRIx64 " (%" PRIu64 " bytes) is neither device memory nor pinned host memory (a kernel "
+                "cannot reach pageable or freed memory)",
+                what, p, n);
+}
+
+/* Lock held. One copy of a kernel: both ranges reachable, no overlap. */
+static CUresult check_kernel_copy(const char *fn, const char *what, uint64_t dst, uint64_t src, uint64_t n,
+                                  int device) {
+  char name[64];
+  CUresult r;
+  snprintf(name, sizeof name, "%s source", what);
+  if ((r = check_kernel_range(fn, name, src, n, device, 0))) return r;
+  snprintf(name, sizeof name, "%s destination", what);
+  if ((r = check_kernel_range(fn, name, dst, n, device, 1))) return r;
+  if (src < dst + n && dst < src + n)
+    return report(CUDA_ERROR_ILLEGAL_ADDRESS, fn,
+                  "%s: source 0x%" PRIx64 " and destination 0x%" PRIx64 " (%" PRIu64 " bytes) overlap", what, src, dst,
+                  n);
+  return CUDA_SUCCESS;
+}
+
+/* Reads kernel parameter i (size bytes) into out. */
+static CUresult kernel_param(const char *fn, void **params, int i, void *out, size_t size) {
+  if (!params[i]) return report(CUDA_ERROR_INVALID_VALUE, fn, "kernelParams[%d] is NULL", i);
+  memcpy(out, params[i], size);
+  return CUDA_SUCCESS;
+}
+
+FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+  const char *fn = __func__;
+  CUresult r = need_init(fn);
+  if (r) return r;
+  if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
+    return report(CUDA_ERROR_INVALID_VALUE, fn, "a zero dimension: grid %ux%ux%u, block %ux%ux%u", gridDimX,
+                  gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ);
+  if (gridDimX > 0x7fffffffu || gridDimY > 65535 || gridDimZ > 65535)
+    return report(CUDA_ERROR_INVALID_VALUE, fn, "grid %ux%ux%u is too large", gridDimX, gridDimY, gridDimZ);
+  if (blockDimX > 1024 || blockDimY > 1024 || blockDimZ > 64 ||
+      (uint64_t)blockDimX * blockDimY * blockDimZ > 1024)
+    return report(CUDA_ERROR_INVALID_VALUE, fn, "block %ux%ux%u is too large (at most 1024 threads)", blockDimX,
+                  blockDimY, blockDimZ);
+  if (sharedMemBytes > 48 * 1024)
+    return report(CUDA_ERROR_INVALID_VALUE, fn, "sharedMemBytes %u > 48 KiB", sharedMemBytes);
+  if (extra) return report(CUDA_ERROR_INVALID_VALUE, fn, "extra is not NULL (the emulation takes kernelParams only)");
+  if (!kernelParams) return report(CUDA_ERROR_INVALID_VALUE, fn, "kernelParams is NULL");
+
+  struct fake_ctx *c;
+  struct fake_stream *s = NULL;
+  struct fake_function *func;
+  struct fake_module *m = NULL;
+  int kernel = 0;
+  uint64_t spin_ns = 0;
+  /* What runs after the checks. */
+  uint64_t table = 0, dst = 0, src = 0, bytes = 0;
+  uint32_t n = 0, value = 0;
+  lock();
+  if ((r = need_ctx(fn, &c))) goto out;
+  if (!(func = handle_get(KIND_FUNCTION, f, NULL))) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, fn, "function %p is not a live function", (void *)f);
+    goto out;
+  }
+  if (!(m = handle_get(KIND_MODULE, (void *)func->module, NULL))) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, fn, "the function's module was unloaded");
+    goto out;
+  }
+  if (m->device != c->device || m->epoch != c->epoch) {
+    r = report(CUDA_ERROR_INVALID_HANDLE, fn,
+               "the function's module was loaded in device %d's context, current context is device %d%s", m->device,
+               c->device, m->device == c->device ? " (since released)" : "");
+    goto out;
+  }
+  if ((r = get_stream(fn, hStream, c, 1, &s))) goto out;
+  kernel = func->kernel;
+  switch (kernel) {
+  case KERNEL_COPY_SEGMENTS:
+    if ((r = kernel_param(fn, kernelParams, 0, &table, 8)) || (r = kernel_param(fn, kernelParams, 1, &n, 4))) break;
+    if (n == 0) break;
+    if ((r = check_kernel_range(fn, "segment table", table, (uint64_t)n * sizeof(struct fake_segment), c->device,
+                                0)))
+      break;
+    for (uint32_t i = 0; i < n && !r; i++) {
+      struct fake_segment seg;
+      memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
+      if (seg.bytes == 0) continue;
+      char what[32];
+      snprintf(what, sizeof what, "segment %u", i);
+      r = check_kernel_copy(fn, what, seg.dst, seg.src, seg.bytes, c->device);
+    }
+    break;
+  case KERNEL_DEBUG_FILL: {
+    uint32_t spin_us = 0;
+    if ((r = kernel_param(fn, kernelParams, 0, &dst, 8)) || (r = kernel_param(fn, kernelParams, 1, &bytes, 8)) ||
+        (r = kernel_param(fn, kernelParams, 2, &value, 4)) || (r = kernel_param(fn, kernelParams, 3, &spin_us, 4)))
+      break;
+    spin_ns = (uint64_t)spin_us * 1000u;
+    if (bytes) r = check_kernel_range(fn, "fill destination", dst, bytes, c->device, 1);
+    break;
+  }
+  case KERNEL_DEBUG_COPY:
+    if ((r = kernel_param(fn, kernelParams, 0, &dst, 8)) || (r = kernel_param(fn, kernelParams, 1, &src, 8)) ||
+        (r = kernel_param(fn, kernelParams, 2, &bytes, 8)))
+      break;
+    if (bytes) r = check_kernel_copy(fn, "copy", dst, src, bytes, c->device);
+    break;
+  default:
+    r = report(CUDA_ERROR_INVALID_HANDLE, fn, "unknown kernel %d", kernel);
+  }
+  if (!r) {
+    s->busy_until = max_u64(s->busy_until, now_ns()) + g_copy_delay_ns + spin_ns;
+    g_launch_count++;
+  }
+out:
+  unlock();
+  if (r) return r;
+  /* The work itself, after the lock like the copies' memcpy. */
+  switch (kernel) {
+  case KERNEL_COPY_SEGMENTS:
+    for (uint32_t i = 0; i < n; i++) {
+      struct fake_segment seg;
+      memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
+      if (seg.bytes) memcpy((void *)(uintptr_t)seg.dst, (const void *)(uintptr_t)seg.src, seg.bytes);
+    }
+    break;
+  case KERNEL_DEBUG_FILL:
+    if (bytes) memset((void *)(uintptr_t)dst, (int)(value & 0xffu), bytes);
+    break;
+  case KERNEL_DEBUG_COPY:
+    if (bytes) memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    break;
+  default:
+    break;
+  }
+  return CUDA_SUCCESS;
+}
+
 /* ======================================================= test-only exports */
 
 FAKE_API int fake_cuda_live_device_allocations(void) {
@@ -1287,10 +1728,34 @@ FAKE_API unsigned long long fake_cuda_pageable_copy_count(void) {
   return n;
 }
 
+/* Successful cuLaunchKernel calls. */
+FAKE_API unsigned long long fake_cuda_kernel_launches(void) {
+  lock();
+  unsigned long long n = g_launch_count;
+  unlock();
+  return n;
+}
+
+FAKE_API int fake_cuda_live_modules(void) {
+  lock();
+  int n = g_live[KIND_MODULE];
+  unlock();
+  return n;
+}
+
+/* Nonzero: cuModuleLoadData fails with this CUresult from now on (e.g. 209,
+ * CUDA_ERROR_NO_BINARY_FOR_GPU); 0: loads succeed again. */
+FAKE_API void fake_cuda_fail_module_loads(int result) {
+  lock();
+  g_module_load_error = result;
+  unlock();
+}
+
 FAKE_API void fake_cuda_reset_counters(void) {
   lock();
   g_copy_count = 0;
   g_pageable_copy_count = 0;
+  g_launch_count = 0;
   unlock();
 }
 

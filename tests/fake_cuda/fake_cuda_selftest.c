@@ -29,9 +29,20 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
-typedef struct {
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+/* Struct tags as cuda.h (and fake_cuda.c) name them: calls through these
+ * pointer types must match the definitions (-fsanitize=function). */
+typedef struct CUmemLocation_st {
+  int type, id;
+} CUmemLocation;
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  int flags;
+} CUmemAccessDesc;
+typedef struct CUmemPoolProps_st {
   int allocType, handleTypes;
-  struct { int type, id; } location;
+  CUmemLocation location;
   void *win32SecurityAttributes;
   size_t maxSize;
   unsigned short usage;
@@ -40,7 +51,8 @@ typedef struct {
 
 enum {
   OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
-  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_READY = 600
+  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, NO_BINARY_FOR_GPU = 209, INVALID_HANDLE = 400,
+  NOT_FOUND = 500, NOT_READY = 600, ILLEGAL_ADDRESS = 700, PEER_ACCESS_ALREADY_ENABLED = 704
 };
 
 /* The driver table, filled by dlsym. */
@@ -80,6 +92,14 @@ enum {
   X(CUresult, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))                     \
   X(CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                \
   X(CUresult, cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream)) \
+  X(CUresult, cuDeviceCanAccessPeer, (int *, CUdevice, CUdevice))                                \
+  X(CUresult, cuCtxEnablePeerAccess, (CUcontext, unsigned))                                      \
+  X(CUresult, cuMemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc *, size_t))               \
+  X(CUresult, cuModuleLoadData, (CUmodule *, const void *))                                      \
+  X(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                       \
+  X(CUresult, cuModuleUnload, (CUmodule))                                                        \
+  X(CUresult, cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+                               unsigned, unsigned, CUstream, void **, void **))                  \
   X(int, fake_cuda_live_device_allocations, (void))                                              \
   X(int, fake_cuda_live_host_allocations, (void))                                                \
   X(int, fake_cuda_live_streams, (void))                                                         \
@@ -87,7 +107,10 @@ enum {
   X(unsigned long long, fake_cuda_copy_count, (void))                                            \
   X(unsigned long long, fake_cuda_pageable_copy_count, (void))                                   \
   X(void, fake_cuda_reset_counters, (void))                                                      \
-  X(void, fake_cuda_set_copy_delay_us, (unsigned long long))
+  X(void, fake_cuda_set_copy_delay_us, (unsigned long long))                                     \
+  X(unsigned long long, fake_cuda_kernel_launches, (void))                                       \
+  X(int, fake_cuda_live_modules, (void))                                                         \
+  X(void, fake_cuda_fail_module_loads, (int))
 
 #define DECLARE(ret, name, args) static ret(*name) args;
 API(DECLARE)
@@ -444,6 +467,138 @@ int main(int argc, char **argv) {
   EXPECT(OK, cuEventDestroy_v2(ev2));
   section("time model: NOT_READY until busy_until, waits, pageable blocks");
 
+  /* Peers, pool access, modules and launches (libmtc's kernels). */
+  int can = -1;
+  EXPECT(OK, cuDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 1);
+  EXPECT(OK, cuDeviceCanAccessPeer(&can, 1, 1));
+  CHECK(can == 0);
+  EXPECT(INVALID_DEVICE, cuDeviceCanAccessPeer(&can, 0, 2));
+  EXPECT(INVALID_VALUE, cuDeviceCanAccessPeer(NULL, 0, 1));
+  EXPECT(INVALID_DEVICE, cuCtxEnablePeerAccess(ctx0, 0)); /* itself */
+  EXPECT(INVALID_VALUE, cuCtxEnablePeerAccess(ctx1, 1));
+  EXPECT(INVALID_CONTEXT, cuCtxEnablePeerAccess((CUcontext)pinned, 0));
+
+  props.maxSize = 0;
+  props.location.id = 1;
+  EXPECT(OK, cuMemPoolCreate(&pool1, &props)); /* device 1's pool */
+  CUmemAccessDesc acc[2] = {{{1, 0}, 3}, {{1, 1}, 3}};
+  EXPECT(OK, cuMemPoolSetAccess(pool1, acc, 2)); /* device 0 read-write; owner stays */
+  acc[1].flags = 0;
+  EXPECT(INVALID_VALUE, cuMemPoolSetAccess(pool1, acc, 2)); /* takes the owner's away */
+  acc[1] = (CUmemAccessDesc){{2, 0}, 3};
+  EXPECT(INVALID_VALUE, cuMemPoolSetAccess(pool1, acc, 2)); /* not a device location */
+  acc[1] = (CUmemAccessDesc){{1, 5}, 3};
+  EXPECT(INVALID_DEVICE, cuMemPoolSetAccess(pool1, acc, 2));
+  acc[1] = (CUmemAccessDesc){{1, 0}, 2};
+  EXPECT(INVALID_VALUE, cuMemPoolSetAccess(pool1, acc, 2)); /* flags 2 */
+  EXPECT(INVALID_VALUE, cuMemPoolSetAccess(pool1, NULL, 1));
+  EXPECT(INVALID_HANDLE, cuMemPoolSetAccess((CUmemoryPool)s0, acc, 1));
+
+  CUmodule mod, mod1, dead_mod;
+  CUfunction fseg, ffill, fcopy, f1, fnone;
+  EXPECT(INVALID_VALUE, cuModuleLoadData(&mod, NULL));
+  EXPECT(OK, cuModuleLoadData(&mod, "any image"));
+  CHECK(fake_cuda_live_modules() == 1);
+  EXPECT(OK, cuModuleGetFunction(&fseg, mod, "mtc_copy_segments"));
+  EXPECT(OK, cuModuleGetFunction(&ffill, mod, "mtc_debug_fill"));
+  EXPECT(OK, cuModuleGetFunction(&fcopy, mod, "mtc_debug_copy"));
+  EXPECT(NOT_FOUND, cuModuleGetFunction(&fnone, mod, "no_such_kernel"));
+  EXPECT(INVALID_HANDLE, cuModuleGetFunction(&fnone, (CUmodule)s0, "mtc_debug_fill"));
+  fake_cuda_fail_module_loads(NO_BINARY_FOR_GPU);
+  EXPECT(NO_BINARY_FOR_GPU, cuModuleLoadData(&dead_mod, "any image"));
+  fake_cuda_fail_module_loads(0);
+
+  unsigned long long launches0 = fake_cuda_kernel_launches();
+  CUdeviceptr k0;
+  EXPECT(OK, cuMemAlloc_v2(&k0, 4096));
+  unsigned char *kbytes = (unsigned char *)(uintptr_t)k0; /* device memory is host memory here */
+  unsigned long long dst = k0, nbytes = 1000;
+  unsigned val = 0xAB, spin = 30000;
+  void *fill_args[] = {&dst, &nbytes, &val, &spin};
+  t0 = now_ms();
+  EXPECT(OK, cuLaunchKernel(ffill, 1, 1, 1, 256, 1, 1, 0, s0, fill_args, NULL));
+  EXPECT(OK, cuEventRecord(ev, s0));
+  EXPECT(NOT_READY, cuEventQuery(ev)); /* the spin */
+  CHECK(kbytes[0] == 0xAB && kbytes[999] == 0xAB && kbytes[1000] == 0xCD);
+  EXPECT(OK, cuEventSynchronize(ev));
+  CHECK(now_ms() - t0 >= 30);
+  unsigned long long src = k0, cdst = k0 + 2048;
+  void *copy_args[] = {&cdst, &src, &nbytes};
+  EXPECT(OK, cuLaunchKernel(fcopy, 4, 1, 1, 256, 1, 1, 0, s0, copy_args, NULL));
+  CHECK(memcmp(kbytes + 2048, kbytes, 1000) == 0);
+  cdst = k0 + 500;
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(fcopy, 4, 1, 1, 256, 1, 1, 0, s0, copy_args, NULL)); /* overlap */
+  cdst = k0 + 3500;
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(fcopy, 4, 1, 1, 256, 1, 1, 0, s0, copy_args, NULL)); /* past the end */
+  dst = (unsigned long long)(uintptr_t)pageable;
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(ffill, 1, 1, 1, 256, 1, 1, 0, s0, fill_args, NULL)); /* pageable */
+
+  /* Segments: table in pinned memory, device and pinned destinations, an
+   * empty segment with made-up addresses (never touched). */
+  unsigned long long *table = pinned; /* {src, dst, bytes} x 3 */
+  unsigned char *pinned_out = (unsigned char *)pinned + 512;
+  memset(pinned_out, 0, 64);
+  unsigned long long segs[9] = {k0, k0 + 3000, 100, k0 + 100, (unsigned long long)(uintptr_t)pinned_out, 50, 1, 2, 0};
+  memcpy(table, segs, sizeof segs);
+  unsigned long long table_arg = (unsigned long long)(uintptr_t)table;
+  unsigned nseg = 3;
+  void *seg_args[] = {&table_arg, &nseg};
+  EXPECT(OK, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  CHECK(memcmp(kbytes + 3000, kbytes, 100) == 0 && memcmp(pinned_out, kbytes + 100, 50) == 0);
+  table_arg = (unsigned long long)(uintptr_t)pageable;
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL)); /* table */
+  table_arg = (unsigned long long)(uintptr_t)table;
+
+  /* Another device's memory: cuMemAlloc memory needs cuCtxEnablePeerAccess,
+   * pool memory cuMemPoolSetAccess (read-write given above). */
+  CUdeviceptr r1, p1;
+  EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
+  EXPECT(OK, cuMemAlloc_v2(&r1, 256));
+  EXPECT(OK, cuMemAllocFromPoolAsync(&p1, 256, pool1, s1));
+  EXPECT(OK, cuModuleLoadData(&mod1, "any image"));
+  EXPECT(OK, cuModuleGetFunction(&f1, mod1, "mtc_debug_fill"));
+  EXPECT(OK, cuCtxPopCurrent_v2(NULL));
+  table[0] = r1;
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(OK, cuCtxEnablePeerAccess(ctx1, 0));
+  EXPECT(PEER_ACCESS_ALREADY_ENABLED, cuCtxEnablePeerAccess(ctx1, 0));
+  EXPECT(OK, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  table[0] = k0;
+  table[1] = p1; /* write device 1's pool memory */
+  EXPECT(OK, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  acc[0] = (CUmemAccessDesc){{1, 0}, 1};
+  EXPECT(OK, cuMemPoolSetAccess(pool1, acc, 1)); /* device 0: read only */
+  EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  table[0] = p1; /* reading it is still allowed */
+  table[1] = k0 + 3000;
+  EXPECT(OK, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+
+  /* Launch arguments and handles. */
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 0, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 1, 70000, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 1, 1, 1, 2048, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 64 << 10, s0, seg_args, NULL));
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, NULL, NULL));
+  EXPECT(INVALID_VALUE, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, seg_args));
+  EXPECT(INVALID_HANDLE, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s1, seg_args, NULL)); /* s1: device 1 */
+  EXPECT(INVALID_HANDLE, cuLaunchKernel(f1, 1, 1, 1, 256, 1, 1, 0, s0, fill_args, NULL)); /* f1: device 1 */
+  EXPECT(INVALID_HANDLE, cuLaunchKernel((CUfunction)s0, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(OK, cuCtxSetCurrent(NULL));
+  EXPECT(INVALID_CONTEXT, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  CHECK(fake_cuda_kernel_launches() == launches0 + 6);
+
+  EXPECT(OK, cuModuleUnload(mod));
+  EXPECT(INVALID_HANDLE, cuModuleUnload(mod));
+  EXPECT(INVALID_HANDLE, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
+  CHECK(fake_cuda_live_modules() == 1); /* mod1 */
+  EXPECT(OK, cuMemFree_v2(k0));
+  EXPECT(OK, cuMemFree_v2(r1));
+  EXPECT(OK, cuMemFree_v2(p1));
+  EXPECT(OK, cuMemPoolDestroy(pool1));
+  section("kernels: peers, pool access, modules, emulated launches and their checks");
+
   /* Threads: no context on a new thread; concurrent use of one context. */
   struct worker w[4];
   pthread_t th[4];
@@ -464,7 +619,10 @@ int main(int argc, char **argv) {
   CHECK(fake_cuda_copy_count() > 16000);
   fake_cuda_reset_counters();
   CHECK(fake_cuda_copy_count() == 0 && fake_cuda_pageable_copy_count() == 0);
-  EXPECT(OK, cuDevicePrimaryCtxRelease_v2(1)); /* destroys s1 and ev1 */
+  CHECK(fake_cuda_kernel_launches() == 0);
+  EXPECT(OK, cuDevicePrimaryCtxRelease_v2(1)); /* destroys s1, ev1 and mod1 */
+  CHECK(fake_cuda_live_modules() == 0);
+  EXPECT(INVALID_HANDLE, cuModuleGetFunction(&f1, mod1, "mtc_debug_fill"));
   EXPECT(INVALID_CONTEXT, cuDevicePrimaryCtxRelease_v2(1));
   EXPECT(INVALID_HANDLE, cuStreamDestroy_v2(s1));
   EXPECT(INVALID_HANDLE, cuEventQuery(ev1));
