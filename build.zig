@@ -163,15 +163,19 @@ pub fn build(b: *std.Build) void {
         const install_fake = b.addInstallArtifact(fake, .{});
         b.getInstallStep().dependOn(&install_fake.step);
 
+        // The device tests run against the real driver too: with no arguments
+        // on a CUDA host. `zig build gpu-test-bins` installs them in bin/.
+        const gpu_bins = b.step("gpu-test-bins", "Install the C tests that also run against the real driver (bin/); run each with no arguments on a CUDA host");
         for (device_tests) |name| {
             const exe = testExecutable(b, name, config, static);
+            gpu_bins.dependOn(&b.addInstallArtifact(exe, .{}).step);
             const run = b.addRunArtifact(exe);
             // The test sets MTC_CUDA_DRIVER to this path before its first libmtc call.
             run.addFileArg(fake.getEmittedBin());
             test_step.dependOn(&run.step);
         }
 
-        kernelTests(b, config, test_step, fake, static, kernels);
+        kernelTests(b, config, test_step, gpu_bins, fake, static, kernels);
 
         // The emulated driver's own checks, when its author has written them.
         if (fileExists(b, fake_cuda_selftest_source)) {
@@ -255,6 +259,7 @@ fn kernelTests(
     b: *std.Build,
     config: Config,
     test_step: *std.Build.Step,
+    gpu_bins: *std.Build.Step,
     fake: *std.Build.Step.Compile,
     static: *std.Build.Step.Compile,
     kernels: ?std.Build.LazyPath,
@@ -307,8 +312,7 @@ fn kernelTests(
 
     // The real-GPU form of the same test: run with no arguments on a CUDA
     // host (MTC_CUDA_DRIVER unset), it checks the real kernels byte by byte.
-    const install = b.step("test-kernels-bin", "Install bin/test_kernels; run it with no arguments on a CUDA host");
-    install.dependOn(&b.addInstallArtifact(exe, .{}).step);
+    gpu_bins.dependOn(&b.addInstallArtifact(exe, .{}).step);
 }
 
 fn kernelTestExecutable(

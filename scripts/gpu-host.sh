@@ -2,7 +2,7 @@
 # Runs the GPU suite, the example and the example-batch timing on a CUDA host
 # that has neither node nor zig: the library and one runtime come prebuilt in
 # .carry/ (made by scripts/pack-for-gpu-host.sh). Usage:
-#   bash scripts/gpu-host.sh bun|deno [timing runs]
+#   bash scripts/gpu-host.sh bun|deno [timing runs] [bench]
 # Logs go to $OUT when it is set, else to ./gpu-logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,12 @@ case $runtime in
     run_cmd=("$bin" run --allow-ffi --allow-env --allow-read) ;;
   *) echo "unknown runtime $runtime"; exit 2 ;;
 esac
+echo "=== C tests against the real driver"
+for t in test_device test_streams test_kernels; do
+  if [ -x ".carry/lib/$t" ]; then
+    ".carry/lib/$t" > "$logs/c-$t.log" 2>&1 && tail -1 "$logs/c-$t.log" || { status=1; tail -20 "$logs/c-$t.log"; }
+  fi
+done
 echo "=== GPU suite ($runtime)"
 "${test_cmd[@]}" 2>&1 | tee "$logs/gpu-suite-$runtime.log" || status=1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -38,5 +44,13 @@ echo "=== example ($runtime)"
 echo "=== example timing, $runs runs ($runtime)"
 "${run_cmd[@]}" examples/example.ts --runs "$runs" --quiet 2>&1 | tee "$logs/timing-$runtime.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ "${3:-}" = bench ]; then
+  echo "=== benchmarks ($runtime)"
+  case $runtime in
+    bun) "$bin" bench/bench.ts --json "$logs/bench-$runtime.json" ;;
+    deno) "$bin" run --allow-ffi --allow-env --allow-read --allow-write bench/bench.ts --json "$logs/bench-$runtime.json" ;;
+  esac 2>&1 | tee "$logs/bench-$runtime.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 echo "gpu-host.sh $runtime: $([ $status -eq 0 ] && echo ok || echo FAILED)"
 exit $status

@@ -8,8 +8,10 @@ bash scripts/setup.sh
  # A named target means the baseline x86-64 CPU and an old glibc, so the
 # library runs on whatever host CPU and distribution the GPU machine has.
 .tools/zig build -Doptimize=ReleaseFast -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
+# The C tests that also run against the real driver (device paths, streams, kernels).
+.tools/zig build gpu-test-bins -Doptimize=ReleaseSafe -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
 mkdir -p .carry/lib
-cp .carry/build/lib/libmtc.so .carry/lib/
+cp .carry/build/lib/libmtc.so .carry/build/bin/test_device .carry/build/bin/test_streams .carry/build/bin/test_kernels .carry/lib/
 [ -f .carry/bun.xz ] || xz -T0 -6 -c node_modules/bun/bin/bun.exe > .carry/bun.xz
 [ -f .carry/deno.xz ] || xz -T0 -6 -c node_modules/@deno/linux-x64-glibc/deno > .carry/deno.xz
 ls -la .carry .carry/lib

@@ -34,11 +34,13 @@ suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "exported symbols" exports_only_mtc
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
-suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples
+suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
 suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
+suite "benchmark smoke run under Bun (emulated driver; checks that it runs, times nothing)" \
+  env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
 suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
 suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
 

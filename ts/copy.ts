@@ -11,9 +11,12 @@ import { DeviceTensor, holderOf } from "./device_tensor.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, dtypeOf, isNaturalDType, type TypedArray } from "./dtype.ts";
 import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
 import type { FfiBackend } from "./ffi/backend.ts";
-import { library } from "./ffi/library.ts";
+import { library, type MtcLibrary, requireSymbol } from "./ffi/library.ts";
 import type { NativeSymbols } from "./ffi/symbols.ts";
+import { hostLeafView, pinnedBuffer } from "./host_output.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
+import { decodePlanStats, PLAN_STATS_SIZE, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
+import { CudaEvent, openScopes, type Stream, streamFor } from "./stream.ts";
 import { Tensor } from "./tensor.ts";
 import { type Leaf, leafPath, place, type Traversal, traverse } from "./traverse.ts";
 
@@ -85,7 +88,11 @@ let resultWords = new Uint32Array((64 * RESULT_BYTES) / 4);
 let resultInts = new Int32Array(resultWords.buffer);
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
 const optionsView = new DataView(optionsBytes.buffer);
-const outWords = new Uint32Array(2); // mtc_plan **, int32_t * out-parameters
+const outWords = new Uint32Array(2); // mtc_plan **, mtc_event **, int32_t * out-parameters
+const statsBytes = new Uint8Array(PLAN_STATS_SIZE);
+new DataView(statsBytes.buffer).setUint32(0, PLAN_STATS_SIZE, true); // struct_size, kept: C only writes the rest
+/** CUDA devices of the DeviceTensor sources of the copy being started (distinct, in order of appearance). */
+const sourceDevices: number[] = [];
 
 function capacityFor(count: number): number {
   let n = 64;
@@ -125,11 +132,16 @@ function currentCudaDevice(sym: NativeSymbols): number {
   return outWords[0]! | 0;
 }
 
-/** Writes leaf i's mtc_leaf for every listed leaf; takes a block share for each DeviceTensor source. */
+/**
+ * Writes leaf i's mtc_leaf for every listed leaf; takes a block share for
+ * each DeviceTensor source, and lists the source devices in sourceDevices.
+ */
 function writeLeaves(backend: FfiBackend, t: Traversal, shares: BlockHolder[]): void {
   const count = t.leaves.length;
   if (leafWords.length * 4 < count * LEAF_BYTES) leafWords = new Uint32Array((capacityFor(count) * LEAF_BYTES) / 4);
   const w = leafWords;
+  sourceDevices.length = 0;
+  let lastDevice = DEVICE_CPU;
   for (let i = 0; i < count; i++) {
     const leaf = t.leaves[i]!;
     const at = i * (LEAF_BYTES / 4);
@@ -141,6 +153,10 @@ function writeLeaves(backend: FfiBackend, t: Traversal, shares: BlockHolder[]): 
       address = leaf.address;
       bytes = leaf.byteLength;
       device = leaf.deviceIndex;
+      if (device !== lastDevice) {
+        lastDevice = device;
+        if (!sourceDevices.includes(device)) sourceDevices.push(device);
+      }
       elementSize = DTYPE_SIZE[leaf.dtype];
       const holder = holderOf(leaf);
       if (holder !== null) {
@@ -183,12 +199,39 @@ function disposedError(): MtcError {
   return new MtcError(Status.MTC_ERR_INVALID_STATE, "this AsyncCopyHandle was disposed");
 }
 
-/** Copies a device→host result out of its pinned block into JS-owned memory. */
-function hostOutput(backend: FfiBackend, source: DeviceTensor, address: number): HostLeaf {
-  const data = allocateStorage(source.dtype, source.byteLength / DTYPE_SIZE[source.dtype]);
-  backend.copyFromAddress(address, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+/** A zero-byte device→host result: an empty array of the leaf's kind. */
+function emptyHostOutput(source: DeviceTensor): HostLeaf {
+  const data = allocateStorage(source.dtype, 0);
   if (source.shape.length === 1 && isNaturalDType(source.dtype)) return data;
   return new Tensor(data, source.shape, source.dtype);
+}
+
+/** Tells the plan the stream of each device involved: explicit ones first, else the current stream. */
+function bindStreams(sym: NativeSymbols, plan: number, target: number, explicit: readonly Stream[] | null): void {
+  const bound: number[] = []; // devices told already: one stream per device
+  const bind = (device: number, stream: Stream) => {
+    if (bound.includes(device)) return;
+    bound.push(device);
+    stream.checkLive();
+    const setStream = requireSymbol("mtc_plan_set_stream", "streams");
+    const status = setStream(plan, device, stream.handle);
+    if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
+  };
+  if (explicit !== null) {
+    for (const stream of explicit) {
+      const device = stream.deviceIndex;
+      if (device === target || sourceDevices.includes(device)) bind(device, stream);
+    }
+  }
+  if (openScopes === 0) return;
+  if (target !== DEVICE_CPU) {
+    const current = streamFor(target);
+    if (current !== null) bind(target, current);
+  }
+  for (const device of sourceDevices) {
+    const current = streamFor(device);
+    if (current !== null) bind(device, current);
+  }
 }
 
 // ------------------------------------------------------------- the plan
@@ -199,6 +242,13 @@ interface PlanRecord {
   traversal: Traversal | null;
   /** Block shares of DeviceTensor sources, dropped once the copy is done. */
   shares: BlockHolder[];
+}
+
+/** The plan's mtc_plan_stats now, as a fresh copy of the bytes (null where libmtc lacks the call). */
+function snapshotStats(plan: number): Uint8Array | null {
+  const getStats = library().symbols.mtc_plan_get_stats;
+  if (getStats === undefined) return null;
+  return getStats(plan, statsBytes) === Status.MTC_OK ? statsBytes.slice() : null;
 }
 
 function releaseRecord(record: PlanRecord): void {
@@ -234,6 +284,94 @@ const soon: Schedule = typeof g.setImmediate === "function"
   ? (fn) => void g.setImmediate!(fn)
   : (fn) => void setTimeout(fn, 0);
 
+// ----------------------------------------------------------- the results
+
+/** Device targets: one DeviceTensor per leaf, one BlockHolder (one mtc_block_retain) per distinct block. */
+function collectDevice(t: Traversal): void {
+  const words = resultWords;
+  const count = t.leaves.length;
+  const holders = new Map<number, BlockHolder>();
+  for (let i = 0; i < count; i++) {
+    const at = i * (RESULT_BYTES / 4);
+    const leaf = t.leaves[i]!;
+    const flags = words[at + 7]!;
+    if ((flags & RESULT_REUSED) !== 0) {
+      place(t, i, leaf);
+      continue;
+    }
+    const block = u64At(words, at + 2);
+    let holder: BlockHolder | null = null;
+    if (block !== 0) {
+      holder = holders.get(block) ?? null;
+      if (holder === null) {
+        holder = new BlockHolder(block); // mtc_block_retain, once per distinct block
+        holders.set(block, holder);
+      }
+      holder.acquire();
+    }
+    const output = new DeviceTensor(
+      {
+        address: u64At(words, at),
+        shape: leafShape(leaf),
+        dtype: leafDType(leaf),
+        device: resultInts[at + 6]!,
+        block,
+        offset: u64At(words, at + 4),
+        packed: (flags & RESULT_PACKED) !== 0,
+      },
+      holder,
+    );
+    place(t, i, output);
+  }
+}
+
+/** Where leaves landed in one pinned host block: its start and the bytes they span. */
+interface HostSpan {
+  base: number;
+  end: number;
+  buffer: ArrayBuffer | null;
+}
+
+/**
+ * Host target: every leaf becomes a view into one ArrayBuffer per pinned
+ * block (covering the leaves in it); each buffer holds one C reference to
+ * its block (see host_output.ts). No bytes are copied.
+ */
+function collectHost(lib: MtcLibrary, t: Traversal): void {
+  const words = resultWords;
+  const count = t.leaves.length;
+  const spans = new Map<number, HostSpan>();
+  for (let i = 0; i < count; i++) {
+    const at = i * (RESULT_BYTES / 4);
+    if ((words[at + 7]! & RESULT_REUSED) !== 0) continue;
+    const block = u64At(words, at + 2);
+    if (block === 0) continue;
+    const offset = u64At(words, at + 4);
+    const end = offset + (t.leaves[i] as DeviceTensor).byteLength;
+    const span = spans.get(block);
+    if (span === undefined) spans.set(block, { base: u64At(words, at) - offset, end, buffer: null });
+    else if (end > span.end) span.end = end;
+  }
+  for (const [block, span] of spans) span.buffer = pinnedBuffer(lib, block, span.base, span.end);
+  for (let i = 0; i < count; i++) {
+    const at = i * (RESULT_BYTES / 4);
+    const leaf = t.leaves[i]!;
+    if ((words[at + 7]! & RESULT_REUSED) !== 0) {
+      place(t, i, leaf);
+      continue;
+    }
+    const source = leaf as DeviceTensor;
+    const block = u64At(words, at + 2);
+    if (block === 0) {
+      place(t, i, emptyHostOutput(source));
+      continue;
+    }
+    const span = spans.get(block)!;
+    const offset = u64At(words, at) - span.base;
+    place(t, i, hostLeafView(span.buffer!, offset, source.dtype, source.shape, isNaturalDType(source.dtype)));
+  }
+}
+
 // ------------------------------------------------------------ the handle
 
 /**
@@ -260,11 +398,16 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   #waitPending = false;
   #releaseDeferred = false;
   #promise: Promise<T> | null = null;
+  /** Leaves the traversal found on the target already (never in the C plan). */
+  #reused: number;
+  /** mtc_plan_stats bytes, taken when the plan was released. */
+  #stats: Uint8Array | null = null;
 
   /** @internal Made by startCopy. */
-  constructor(record: PlanRecord | null, target: number, done?: T) {
+  constructor(record: PlanRecord | null, target: number, done?: T, reused = 0) {
     this.#record = record;
     this.#target = target;
+    this.#reused = reused;
     if (record === null) this.#result = { value: done as T };
     else planRegistry.register(this, record, this);
   }
@@ -328,6 +471,59 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     this.dispose();
   }
 
+  /**
+   * What the copy did: leaves, packing, blocks, bytes, DMA count, pinned
+   * pool use, host times, and the device-to-host path taken. Final once the
+   * copy is over; readable after get()/await and after dispose() (a
+   * snapshot taken when the plan was released: partial if it was disposed
+   * in flight). Throws MTC_ERR_UNSUPPORTED where libmtc lacks plan stats.
+   *
+   * @example
+   * ```ts
+   * const h = startCopy(onGpu, "cpu");
+   * await h;
+   * console.log(h.stats().deviceToHostPath); // "gather-kernel" on a CUDA build
+   * ```
+   */
+  stats(): PlanStats {
+    const record = this.#record;
+    if (record !== null) {
+      const bytes = snapshotStats(record.plan);
+      if (bytes === null) requireSymbol("mtc_plan_get_stats", "plan stats");
+      return decodePlanStats(bytes!, this.#reused);
+    }
+    if (this.#stats !== null) return decodePlanStats(this.#stats, this.#reused);
+    requireSymbol("mtc_plan_get_stats", "plan stats");
+    return reusedOnlyStats(this.#reused); // no plan: every leaf (if any) was on the target already
+  }
+
+  /**
+   * An event that completes with the copy (on the target device; on the
+   * source device for copies to the host), for other streams and libraries
+   * to wait on without blocking the host. A new CudaEvent each call, owned
+   * by the caller (dispose it). Null when the copy needs no device work,
+   * and once the plan is released (after get()/await: the copy is over, so
+   * there is nothing left to wait for). Throws MTC_ERR_INVALID_STATE after
+   * dispose().
+   *
+   * @example
+   * ```ts
+   * const h = startCopy(batch, "cuda:0");
+   * using done = h.completionEvent();
+   * if (done) otherStream.waitEvent(done);
+   * ```
+   */
+  completionEvent(): CudaEvent | null {
+    if (this.#disposed) throw disposedError();
+    const record = this.#record;
+    if (record === null) return null;
+    const completion = requireSymbol("mtc_plan_completion_event", "completion events");
+    const status = completion(record.plan, outWords);
+    if (status !== Status.MTC_OK) throw planError(library().symbols, record.plan, status, record.traversal!);
+    const event = u64At(outWords, 0);
+    return event === 0 ? null : new CudaEvent(event);
+  }
+
   #releasePlan(): void {
     const record = this.#record;
     if (record === null) return;
@@ -337,6 +533,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     }
     this.#record = null;
     planRegistry.unregister(this);
+    this.#stats = snapshotStats(record.plan);
     releaseRecord(record);
   }
 
@@ -351,44 +548,8 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     }
     const status = lib.symbols.mtc_plan_results(record.plan, 0, count, resultWords);
     if (status !== Status.MTC_OK) throw planError(lib.symbols, record.plan, status, t);
-    const words = resultWords;
-    const holders = new Map<number, BlockHolder>();
-    for (let i = 0; i < count; i++) {
-      const at = i * (RESULT_BYTES / 4);
-      const leaf = t.leaves[i]!;
-      const address = u64At(words, at);
-      const flags = words[at + 7]!;
-      let output: unknown;
-      if ((flags & RESULT_REUSED) !== 0) {
-        output = leaf;
-      } else if (this.#target === DEVICE_CPU) {
-        output = hostOutput(lib.backend, leaf as DeviceTensor, address);
-      } else {
-        const block = u64At(words, at + 2);
-        let holder: BlockHolder | null = null;
-        if (block !== 0) {
-          holder = holders.get(block) ?? null;
-          if (holder === null) {
-            holder = new BlockHolder(block); // mtc_block_retain, once per distinct block
-            holders.set(block, holder);
-          }
-          holder.acquire();
-        }
-        output = new DeviceTensor(
-          {
-            address,
-            shape: leafShape(leaf),
-            dtype: leafDType(leaf),
-            device: resultInts[at + 6]!,
-            block,
-            offset: u64At(words, at + 4),
-            packed: (flags & RESULT_PACKED) !== 0,
-          },
-          holder,
-        );
-      }
-      place(t, i, output);
-    }
+    if (this.#target === DEVICE_CPU) collectHost(lib, t);
+    else collectDevice(t);
     return t.root[0] as T;
   }
 
@@ -446,8 +607,20 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
  * result mirrors it with new containers; tensors already on `device` are
  * reused as they are (the same object), and everything else (numbers,
  * strings, null, class instances, DataViews, Sets, ...) passes through by
- * identity. Copies to "cpu" give typed arrays (1-D, natural dtype) or
- * Tensors in fresh ArrayBuffers.
+ * identity. Sources may mix host leaves and DeviceTensors of several
+ * devices.
+ *
+ * Copies to "cpu" give typed arrays (1-D, natural dtype) or Tensors that
+ * VIEW the pinned host memory the copy filled (zero-copy): the outputs of
+ * one copy usually share one pinned block, which goes back to the library's
+ * pool when the garbage collector frees the last of them, or at once with
+ * {@link releaseHostOutput} / `disposeAll` (which empty every view of it).
+ *
+ * Streams: the copy is ordered against the current stream of every device
+ * involved ({@link withStream}): DeviceTensor sources are read after the
+ * work queued on their device's current stream before this call, and the
+ * target's current stream waits for the copy. Without a current stream the
+ * copy is ordered with nothing the caller queued: synchronize first.
  *
  * Inputs must stay unchanged until the copy is over (`ready()` is true).
  * Throws MtcError at once for a bad device, bad options, a cycle, a bad or
@@ -457,7 +630,8 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
  * ```ts
  * const handle = startCopy({ boxes: new Tensor(new Float32Array(8), [2, 4]), id: 7 }, "cuda:0");
  * const onGpu = await handle;        // { boxes: DeviceTensor, id: 7 }
- * onGpu.boxes.dispose();
+ * const back = await startCopy(onGpu, "cpu"); // { boxes: Tensor viewing pinned memory, id: 7 }
+ * disposeAll([onGpu, back]);
  * ```
  */
 export function startCopy<T, D extends Device>(
@@ -465,11 +639,27 @@ export function startCopy<T, D extends Device>(
   device: D,
   options?: CopyOptions,
 ): AsyncCopyHandle<Copied<T, D>> {
+  return startCopyWith(data, device, options, null);
+}
+
+/**
+ * @internal startCopy with streams to order the copy against, besides the
+ * current ones: for each device involved (the target, a source device), an
+ * explicit stream here wins over that device's current stream.
+ */
+export function startCopyWith<T, D extends Device>(
+  data: T,
+  device: D,
+  options: CopyOptions | undefined,
+  streams: readonly Stream[] | null,
+): AsyncCopyHandle<Copied<T, D>> {
   let target = parseDevice(device);
   const resolved = resolveOptions(options);
   if (target === CURRENT_CUDA) target = currentCudaDevice(library().symbols);
   const t = traverse(data, target);
-  if (t.leaves.length === 0) return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>);
+  if (t.leaves.length === 0) {
+    return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
+  }
 
   const lib = library();
   const sym = lib.symbols;
@@ -482,11 +672,12 @@ export function startCopy<T, D extends Device>(
     writeLeaves(lib.backend, t, record.shares);
     let status = sym.mtc_plan_add_leaves(plan, leafWords, t.leaves.length);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+    if (openScopes !== 0 || streams !== null) bindStreams(sym, plan, target, streams);
     status = sym.mtc_plan_submit(plan);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
   } catch (e) {
     releaseRecord(record);
     throw e;
   }
-  return new AsyncCopyHandle<Copied<T, D>>(record, target);
+  return new AsyncCopyHandle<Copied<T, D>>(record, target, undefined, t.reused);
 }

@@ -9,6 +9,7 @@ import { type Device, deviceName } from "./device.ts";
 import { type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { startCopy } from "./copy.ts";
+import { ownedCopy } from "./host_output.ts";
 
 /**
  * @internal The block holder of a DeviceTensor, for copies that read it
@@ -103,7 +104,8 @@ export class DeviceTensor {
   toHost(): TypedArray | Tensor {
     const handle = startCopy(this, "cpu");
     try {
-      return handle.get() as TypedArray | Tensor;
+      // A view of pinned memory, copied out so that the block goes back at once.
+      return ownedCopy(handle.get() as TypedArray | Tensor);
     } finally {
       handle.dispose();
     }

@@ -1,16 +1,22 @@
 /**
- * disposeAll: dispose every DeviceTensor in a nested batch.
+ * disposeAll: dispose every DeviceTensor, and release every pinned host
+ * output, in a nested batch.
  *
  * @module
  */
 
 import { DeviceTensor } from "./device_tensor.ts";
+import { releasePinned } from "./host_output.ts";
+import { Tensor } from "./tensor.ts";
 
 /**
  * Disposes every {@link DeviceTensor} found in `data` (itself, or inside
  * arrays, plain objects and Maps, walked without recursion, each container
- * once), and returns how many it disposed now (already-disposed ones and
- * everything else are left alone).
+ * once), and releases the pinned block under every host output of a copy to
+ * "cpu" found there (as `releaseHostOutput` does: every view of such a
+ * block becomes empty). Returns how many DeviceTensors it disposed plus how
+ * many pinned blocks it released now (already-disposed ones, other arrays
+ * and everything else are left alone).
  *
  * @example
  * ```ts
@@ -31,6 +37,10 @@ export function disposeAll(data: unknown): number {
         value.dispose();
         disposed++;
       }
+      continue;
+    }
+    if (value instanceof Tensor || ArrayBuffer.isView(value)) {
+      if (releasePinned(value)) disposed++;
       continue;
     }
     if (seen.has(value)) continue;

@@ -190,3 +190,17 @@ export function allocateStorage(dtype: DType, length: number): TypedArray {
   }
   throw new TypeError(`no storage for ${dtype}`);
 }
+
+/**
+ * A typed array of the kind that stores `dtype` (as {@link allocateStorage}
+ * picks it) viewing `length` elements of `buffer` from `byteOffset`, or null
+ * when `byteOffset` is not a multiple of the element size.
+ */
+export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray | null {
+  if (byteOffset % DTYPE_SIZE[dtype] !== 0) return null;
+  for (const kind of STORAGE[dtype]) {
+    const ctor = globals[kind];
+    if (ctor !== undefined) return new ctor(buffer, byteOffset, length);
+  }
+  throw new TypeError(`no storage for ${dtype}`);
+}

@@ -103,3 +103,19 @@ export function poolStats(): PoolStats {
 export function trimPools(): void {
   library().symbols.mtc_trim_pools();
 }
+
+/**
+ * True when the loaded libmtc carries its CUDA kernels (it was built with
+ * nvcc): device-to-host copies of many leaves are then gathered on the GPU
+ * into one DMA (`stats().deviceToHostPath === "gather-kernel"`). False for a
+ * build without them, and for a libmtc too old to say.
+ *
+ * @example
+ * ```ts
+ * if (!hasKernels()) console.warn("libmtc was built without nvcc: slower device-to-host copies");
+ * ```
+ */
+export function hasKernels(): boolean {
+  const has = library().symbols.mtc_has_kernels;
+  return has !== undefined && has() !== 0;
+}

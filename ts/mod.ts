@@ -12,6 +12,24 @@
  * const back = onGpu[0].boxes.toHost();              // Tensor [2, 4] float32
  * ```
  *
+ * Streams, device-to-device operators and prefetching:
+ *
+ * ```ts
+ * import { disposeAll, prefetch, Stream, ToDevice, withStream } from "./ts/mod.ts";
+ *
+ * const compute = Stream.create("cuda:0");
+ * // The copy waits for nothing of yours, and `compute` waits for the copy:
+ * const onGpu = await withStream(compute, () => startCopy(batch, "cuda:0"));
+ *
+ * const toGpu1 = new ToDevice("cuda:0", "cuda:1");
+ * const onGpu1 = toGpu1.forward(onGpu);                  // and toGpu1.adjoint() moves back
+ *
+ * for await (const b of prefetch(batches, "cuda:0", { depth: 2 })) {
+ *   train(b);
+ *   disposeAll(b);
+ * }
+ * ```
+ *
  * @module
  */
 
@@ -29,6 +47,11 @@ export { DeviceTensor } from "./device_tensor.ts";
 export { disposeAll } from "./dispose.ts";
 export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./dtype.ts";
 export { MtcError, Status, type StatusName } from "./errors.ts";
-export { cudaDeviceCount, libraryVersion, poolStats, type PoolStats, trimPools } from "./info.ts";
+export { isPinnedHostOutput, releaseHostOutput } from "./host_output.ts";
+export { cudaDeviceCount, hasKernels, libraryVersion, poolStats, type PoolStats, trimPools } from "./info.ts";
 export { type CopyOptions, DEFAULT_OPTIONS } from "./options.ts";
+export { type DeviceToHostPath, type PlanStats } from "./plan_stats.ts";
+export { prefetch, type PrefetchOptions } from "./prefetch.ts";
+export { CudaEvent, currentStream, Stream, withStream } from "./stream.ts";
 export { Tensor } from "./tensor.ts";
+export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./to_device.ts";

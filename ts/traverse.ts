@@ -54,6 +54,8 @@ export interface Traversal {
   readonly nodes: (PathNode | null)[];
   /** Key of leaf i in its container. */
   readonly keys: unknown[];
+  /** Tensor leaves placed as they are, already on the target (not listed). */
+  reused: number;
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
@@ -117,7 +119,7 @@ const SCAN_DEPTH = 16;
  * path for a cycle and for a DeviceTensor that was disposed.
  */
 export function traverse(data: unknown, target: number): Traversal {
-  const t: Traversal = { root: [undefined], leaves: [], nodes: [], keys: [] };
+  const t: Traversal = { root: [undefined], leaves: [], nodes: [], keys: [], reused: 0 };
   const stack: Frame[] = [];
   // Inputs of frames at depth >= SCAN_DEPTH (the rare deep nesting); shallower ones are scanned.
   const deep = new Map<object, Frame>();
@@ -135,11 +137,15 @@ export function traverse(data: unknown, target: number): Traversal {
       if (value.disposed) {
         throw invalidArgument("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
       }
-      if (value.deviceIndex === target) setValue(output, kind, key, value);
-      else addLeaf(t, value, output, parent, kind, key);
+      if (value.deviceIndex === target) {
+        setValue(output, kind, key, value);
+        t.reused++;
+      } else addLeaf(t, value, output, parent, kind, key);
     } else if (value instanceof Tensor || typedArrayKind(value) !== undefined) {
-      if (target === DEVICE_CPU) setValue(output, kind, key, value);
-      else addLeaf(t, value as Leaf, output, parent, kind, key);
+      if (target === DEVICE_CPU) {
+        setValue(output, kind, key, value);
+        t.reused++;
+      } else addLeaf(t, value as Leaf, output, parent, kind, key);
     } else {
       let childKind: Kind | -1;
       if (Array.isArray(value)) childKind = ARRAY;

@@ -7,47 +7,19 @@
 import {
   cudaDeviceCount,
   DeviceTensor,
+  hasKernels,
+  isPinnedHostOutput,
   disposeAll,
-  libraryVersion,
   poolStats,
+  releaseHostOutput,
   startCopy,
   Tensor,
   type TypedArray,
 } from "../../ts/mod.ts";
 import { EXAMPLE_BATCH_TENSORS, forEachLeaf, makeExampleBatch, seededRandom } from "../../examples/example_batch.ts";
-import { assert, assertEquals, assertSame, env, note, test } from "../ts/harness.ts";
+import { assert, assertEquals, assertSame, note } from "../ts/harness.ts";
+import { DEVICE, gpuTest, twoGpus } from "./gpu_env.ts";
 import { bytesOf, DTYPES, elementSize, randomLeaf } from "../ts/random_tensors.ts";
-
-function skipReason(): string | undefined {
-  try {
-    const count = cudaDeviceCount();
-    if (count === 0) return "no CUDA device (cudaDeviceCount() is 0; set MTC_CUDA_DRIVER to use the emulated driver)";
-    const driver = env("MTC_CUDA_DRIVER") ? `emulated driver ${env("MTC_CUDA_DRIVER")}` : "CUDA driver";
-    note(`GPU suite: ${count} device(s), ${driver}, libmtc ${libraryVersion()}`);
-    return undefined;
-  } catch (e) {
-    return `libmtc could not be loaded: ${e instanceof Error ? e.message : String(e)}`;
-  }
-}
-
-const reason = skipReason();
-const required = env("MTC_REQUIRE_GPU") === "1";
-if (reason !== undefined) {
-  if (required) {
-    test("GPU suite: a CUDA device is required (MTC_REQUIRE_GPU=1)", () => {
-      throw new Error(`GPU suite cannot run: ${reason}`);
-    });
-  } else {
-    note(`GPU suite skipped: ${reason}`);
-  }
-}
-
-const DEVICE = "cuda:0";
-
-function gpuTest(name: string, fn: () => void | Promise<void>): void {
-  test(`gpu: ${name}`, fn, { skip: reason, timeout: 120_000 });
-}
-
 
 gpuTest("every dtype round-trips exactly (random data)", async () => {
   const inputs = DTYPES.flatMap((dtype, i) => [
@@ -65,7 +37,7 @@ gpuTest("every dtype round-trips exactly (random data)", async () => {
     assertEquals(bytesOf(host), bytesOf(input), `leaf ${i} (${onGpu[i]!.dtype} ${JSON.stringify(onGpu[i]!.shape)})`);
     if (input instanceof Tensor) assertEquals((host as Tensor).shape, input.shape);
   });
-  disposeAll(onGpu);
+  disposeAll([onGpu, back]);
 });
 
 gpuTest("packed outputs share one block and are aligned to max(16, element size)", async () => {
@@ -113,7 +85,9 @@ gpuTest("16 handles in flight at once, all correct", async () => {
   const handles = inputs.map((b) => startCopy(b, DEVICE));
   const outs = await Promise.all(handles);
   for (let i = 0; i < 16; i++) {
-    assertEquals(await startCopy(outs[i], "cpu"), inputs[i]);
+    const back = await startCopy(outs[i], "cpu");
+    assertEquals(back, inputs[i]);
+    releaseHostOutput(back);
     handles[i]!.dispose();
     disposeAll(outs[i]);
   }
@@ -141,12 +115,13 @@ gpuTest("the example batch copies and every leaf matches", async () => {
     assert(t instanceof DeviceTensor && t.device === DEVICE, path);
     assertEquals(bytesOf(t.toTensor()), expected[i]![1], path);
   });
-  assertEquals(await startCopy(onGpu, "cpu"), batch);
-  disposeAll(onGpu);
+  const back = await startCopy(onGpu, "cpu");
+  assertEquals(back, batch);
+  disposeAll([onGpu, back]);
 });
 
 gpuTest("device to device: cuda:0 → cuda:1 (where there are two devices)", async () => {
-  if (cudaDeviceCount() < 2) return note("gpu: cuda:0 → cuda:1 not run (one device)");
+  if (!twoGpus("cuda:0 → cuda:1")) return;
   const inputs = DTYPES.map((dtype, i) => randomLeaf(dtype, [257], 700 + i));
   const on0 = await startCopy(inputs, "cuda:0");
   const on1 = await startCopy(on0, "cuda:1");
@@ -157,4 +132,75 @@ gpuTest("device to device: cuda:0 → cuda:1 (where there are two devices)", asy
   assertSame((await startCopy(on1, "cuda:1"))[0], on1[0], "reused on its own device");
   disposeAll(on0);
   disposeAll(on1);
+});
+
+// ------------------------------------------------------ every direction
+
+gpuTest("host → device: every dtype, packed and unpacked, exact", async () => {
+  const inputs = DTYPES.flatMap((dtype, i) => [randomLeaf(dtype, [5], 60 + i), randomLeaf(dtype, [40_000], 80 + i)]);
+  const h = startCopy(inputs, DEVICE, { packThresholdBytes: 64 << 10 });
+  const onGpu = await h;
+  const stats = h.stats();
+  assertSame(stats.leaves, inputs.length);
+  assert(stats.leavesPacked >= DTYPES.length, `packed ${stats.leavesPacked}`);
+  assertSame(stats.bytesCopied, inputs.reduce((n, x) => n + bytesOf(x).length, 0));
+  assertSame(stats.deviceToHostPath, "none");
+  h.dispose();
+  onGpu.forEach((t, i) => assertEquals(bytesOf(t.toTensor()), bytesOf(inputs[i]!), `leaf ${i}`));
+  disposeAll(onGpu);
+});
+
+gpuTest("device → host: zero-copy pinned outputs, exact, and the path taken", async () => {
+  const inputs = DTYPES.flatMap((dtype, i) => [randomLeaf(dtype, [3 + i], 90 + i), randomLeaf(dtype, [6, 7], 110 + i)]);
+  inputs.push(randomLeaf("float32", [1 << 20], 130)); // 4 MiB
+  const onGpu = await startCopy(inputs, DEVICE);
+  const before = poolStats();
+  const h = startCopy(onGpu, "cpu");
+  const back = await h;
+  back.forEach((leaf, i) => {
+    assert(isPinnedHostOutput(leaf), `leaf ${i} views pinned memory`);
+    assertEquals(bytesOf(leaf), bytesOf(inputs[i]!), `leaf ${i}`);
+  });
+  const path = h.stats().deviceToHostPath;
+  note(`gpu: device → host path: ${path} (kernels: ${hasKernels() ? "yes" : "no"})`);
+  if (hasKernels()) assertSame(path, "gather-kernel");
+  else assert(path === "per-leaf" || path === "batched", path);
+  h.dispose();
+  assert(releaseHostOutput(back) >= 1);
+  assertSame(poolStats().blocksLive, before.blocksLive);
+  assertSame(poolStats().pinnedBytesInUse, before.pinnedBytesInUse);
+  disposeAll(onGpu);
+});
+
+gpuTest("device → same device: reused as they are, nothing copied", async () => {
+  const onGpu = await startCopy([randomLeaf("int32", [100], 5), randomLeaf("float64", [7], 6)], DEVICE);
+  const h = startCopy({ x: onGpu, n: 1 }, DEVICE);
+  const out = await h;
+  assertSame(out.x[0], onGpu[0]);
+  assertSame(out.x[1], onGpu[1]);
+  assertSame(h.stats().leavesReused, 2);
+  assertSame(h.stats().bytesCopied, 0);
+  assertSame(await startCopy(onGpu[0]!, "cuda"), onGpu[0], '"cuda" is the current device, cuda:0');
+  disposeAll(onGpu);
+});
+
+gpuTest("mixed sources to one device: host leaves and DeviceTensors of every GPU, exact", async () => {
+  const devices = cudaDeviceCount() >= 2 ? ["cuda:0", "cuda:1"] as const : ["cuda:0"] as const;
+  const host = randomLeaf("float32", [1000], 7) as Float32Array;
+  const per = devices.map((d, i) => ({ d, input: randomLeaf("int64", [33 + i], 8 + i) }));
+  const on = await Promise.all(per.map(({ d, input }) => startCopy(input, d).then((t) => t)));
+  for (const target of devices) {
+    const out = await startCopy({ host, on, keep: "k" }, target);
+    assertSame(out.keep, "k");
+    assertEquals(bytesOf(out.host.toHost()), bytesOf(host));
+    out.on.forEach((t, i) => {
+      assertSame(t.device, target);
+      assertEquals(bytesOf(t.toTensor()), bytesOf(per[i]!.input), `from ${per[i]!.d} to ${target}`);
+    });
+    disposeAll([out.host, out.on.filter((t, i) => t !== on[i])]);
+  }
+  const back = await startCopy({ host, on }, "cpu");
+  assertSame(back.host, host);
+  back.on.forEach((leaf, i) => assertEquals(bytesOf(leaf), bytesOf(per[i]!.input)));
+  disposeAll([on, back]);
 });

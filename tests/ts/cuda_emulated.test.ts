@@ -10,6 +10,7 @@ import {
   disposeAll,
   MtcError,
   poolStats,
+  releaseHostOutput,
   startCopy,
   Tensor,
 } from "../../ts/mod.ts";
@@ -63,7 +64,7 @@ cudaTest("the example batch goes to the device and back unchanged", async () => 
   assert(onGpu[3]!.cams_gt[2]!.depths instanceof DeviceTensor);
   const back = await startCopy(onGpu, "cpu");
   assertEquals(back, batch);
-  disposeAll(onGpu);
+  disposeAll([onGpu, back]);
 });
 
 cudaTest("small leaves are packed into one block, each aligned to max(16, element size)", () => {
@@ -307,7 +308,9 @@ cudaTest("16 handles in flight at once", async () => {
   const handles = inputs.map((b) => startCopy(b, "cuda:0"));
   const outs = await Promise.all(handles);
   for (let i = 0; i < 16; i++) {
-    assertEquals(startCopy(outs[i], "cpu").get(), inputs[i]);
+    const back = startCopy(outs[i], "cpu").get();
+    assertEquals(back, inputs[i]);
+    releaseHostOutput(back);
     handles[i]!.dispose();
     disposeAll(outs[i]);
   }
@@ -317,7 +320,7 @@ cudaTest("a copy to cpu of host data needs no plan; of device data returns fresh
   const onGpu = await startCopy({ a: new Float32Array([1]), keep: "k" }, "cuda:0");
   const back = await startCopy(onGpu, "cpu");
   assertEquals(back, { a: new Float32Array([1]), keep: "k" });
-  disposeAll(onGpu);
+  disposeAll([onGpu, back]);
 });
 
 // Type-level check: the result types follow the input (compiles under tsc and deno check).
@@ -329,7 +332,7 @@ cudaTest("types: Copied<T, D>", async () => {
   const back = await startCopy(out, "cpu");
   const host: HostLeaf = back.a; // a DeviceTensor's dtype is only known at run time
   assert(a && b && n === 1 && host);
-  disposeAll(out);
+  disposeAll([out, back]);
   // A device chosen at run time: one structure whose leaves are either kind.
   const device: Device = cudaDeviceCount() > 0 ? "cuda:0" : "cpu";
   const either = await startCopy([{ d: new Float32Array(2) }], device);
@@ -369,7 +372,9 @@ cudaTest("inputs held only by the handle survive garbage collection while in fli
       }
       return await h;
     });
-    assertEquals(await startCopy(out, "cpu"), makeExampleBatch(77));
+    const back = await startCopy(out, "cpu");
+    assertEquals(back, makeExampleBatch(77));
+    releaseHostOutput(back);
     disposeAll(out);
   }
 });

@@ -5,17 +5,34 @@
  */
 
 import { bunRequire } from "../runtime.ts";
-import type { BoundFunctions, FfiBackend } from "./backend.ts";
+import type { BoundFunctions, FfiBackend, OpenedLibrary } from "./backend.ts";
 import type { ArgKind, ResultKind, SymbolSpec } from "./symbols.ts";
 
 /** The parts of `bun:ffi` used here. */
 interface BunFfi {
-  dlopen(
-    path: string,
-    symbols: Record<string, { args: string[]; returns: string }>,
-  ): { symbols: Record<string, (...args: unknown[]) => unknown>; close(): void };
+  dlopen(path: string, symbols: Record<string, BunSpec>): BunLibrary;
   ptr(view: ArrayBufferView): number;
-  toArrayBuffer(address: number, byteOffset: number, byteLength: number): ArrayBuffer;
+  /** With a context and a deallocator (bun-types declares the first three parameters only). */
+  toArrayBuffer(
+    address: number,
+    byteOffset: number,
+    byteLength: number,
+    deallocatorContext?: number,
+    deallocator?: number,
+  ): ArrayBuffer;
+}
+
+interface BunSpec {
+  args: string[];
+  returns: string;
+}
+
+/** A bound function; Bun gives each its C address as `.ptr`. */
+type BunFunction = ((...args: unknown[]) => unknown) & { readonly ptr?: number | bigint };
+
+interface BunLibrary {
+  symbols: Record<string, BunFunction>;
+  close(): void;
 }
 
 /** Handles and 64-bit integers are `u64` in, numbers out (`*_fast` gives a number whenever it fits). */
@@ -67,19 +84,61 @@ function adapt(spec: SymbolSpec, raw: (...args: unknown[]) => unknown): (...args
 export const bunBackend: FfiBackend = {
   runtime: "bun",
 
-  open(path: string, table: Readonly<Record<string, SymbolSpec>>) {
-    const specs: Record<string, { args: string[]; returns: string }> = {};
+  externalDeallocators: true,
+
+  open(path: string, table: Readonly<Record<string, SymbolSpec>>): OpenedLibrary {
+    const specs: Record<string, BunSpec> = {};
+    let optional = 0;
     for (const [key, spec] of Object.entries(table)) {
       if (spec.nonblocking) continue; // Bun has no nonblocking calls; the handle polls instead
       specs[spec.name ?? key] = { args: spec.args.map((a) => ARG[a]), returns: RESULT[spec.result] };
+      if (spec.optional) optional++;
     }
-    const lib = bunFfi().dlopen(path, specs);
+    const ffi = bunFfi();
+    const libs: BunLibrary[] = [];
+    const raw: Record<string, BunFunction> = {};
+    try {
+      libs.push(ffi.dlopen(path, specs));
+      Object.assign(raw, libs[0]!.symbols);
+    } catch (error) {
+      // Bun's dlopen fails as a whole when one symbol is missing: bind the
+      // required ones together (rethrowing that failure), then each optional
+      // one on its own, leaving out those the library lacks (an older libmtc).
+      if (optional === 0) throw error;
+      const required: Record<string, BunSpec> = {};
+      for (const [key, spec] of Object.entries(table)) {
+        if (!spec.nonblocking && !spec.optional) required[spec.name ?? key] = specs[spec.name ?? key]!;
+      }
+      libs.push(ffi.dlopen(path, required));
+      Object.assign(raw, libs[0]!.symbols);
+      for (const [key, spec] of Object.entries(table)) {
+        if (spec.nonblocking || !spec.optional) continue;
+        const name = spec.name ?? key;
+        try {
+          const one = ffi.dlopen(path, { [name]: specs[name]! });
+          libs.push(one);
+          raw[name] = one.symbols[name]!;
+        } catch {
+          // absent: the feature reports MTC_ERR_UNSUPPORTED
+        }
+      }
+    }
     const bound: Record<string, unknown> = {};
     for (const [key, spec] of Object.entries(table)) {
-      if (spec.nonblocking) continue;
-      bound[key] = adapt(spec, lib.symbols[spec.name ?? key]!);
+      const fn = spec.nonblocking ? undefined : raw[spec.name ?? key];
+      if (fn !== undefined) bound[key] = adapt(spec, fn);
     }
-    return { symbols: bound as BoundFunctions, close: () => lib.close() };
+    return {
+      symbols: bound as BoundFunctions,
+      functionAddress(key: string): number | undefined {
+        const spec = table[key];
+        const fn = spec === undefined ? undefined : raw[spec.name ?? key];
+        return fn?.ptr === undefined ? undefined : Number(fn.ptr);
+      },
+      close: () => {
+        for (const lib of libs) lib.close();
+      },
+    };
   },
 
   pointerOf(view: ArrayBufferView): number {
@@ -93,6 +152,11 @@ export const bunBackend: FfiBackend = {
   copyFromAddress(address: number, into: Uint8Array): void {
     if (into.byteLength === 0) return;
     into.set(new Uint8Array(bunFfi().toArrayBuffer(address, 0, into.byteLength)));
+  },
+
+  externalBuffer(address: number, byteLength: number, deallocator?: { address: number; context: number }): ArrayBuffer {
+    if (deallocator === undefined) return bunFfi().toArrayBuffer(address, 0, byteLength);
+    return bunFfi().toArrayBuffer(address, 0, byteLength, deallocator.context, deallocator.address);
   },
 
   fileExists(path: string): boolean | undefined {

@@ -4,15 +4,15 @@
  * @module
  */
 
-import type { BoundFunctions, FfiBackend } from "./backend.ts";
+import type { BoundFunctions, FfiBackend, OpenedLibrary } from "./backend.ts";
 import type { ArgKind, ResultKind, SymbolSpec } from "./symbols.ts";
 
 /** The parts of the `Deno` namespace used here. */
 interface DenoFfi {
   dlopen(
     path: string,
-    symbols: Record<string, { parameters: string[]; result: string; name?: string; nonblocking?: boolean }>,
-  ): { symbols: Record<string, (...args: unknown[]) => unknown>; close(): void };
+    symbols: Record<string, DenoSpec>,
+  ): { symbols: Record<string, ((...args: unknown[]) => unknown) | null>; close(): void };
   UnsafePointer: {
     of(view: ArrayBufferView): unknown;
     value(pointer: unknown): bigint | number;
@@ -21,8 +21,18 @@ interface DenoFfi {
   UnsafePointerView: {
     getCString(pointer: object): string;
     copyInto(pointer: object, destination: ArrayBufferView, offset?: number): void;
+    getArrayBuffer(pointer: object, byteLength: number, offset?: number): ArrayBuffer;
   };
   statSync(path: string): unknown;
+}
+
+interface DenoSpec {
+  parameters: string[];
+  result: string;
+  name?: string;
+  nonblocking?: boolean;
+  /** A missing symbol binds as null instead of failing the dlopen. */
+  optional?: boolean;
 }
 
 function deno(): DenoFfi {
@@ -93,22 +103,30 @@ let addressOf = (view: ArrayBufferView): number => {
 export const denoBackend: FfiBackend = {
   runtime: "deno",
 
-  open(path: string, table: Readonly<Record<string, SymbolSpec>>) {
-    const specs: Record<string, { parameters: string[]; result: string; name?: string; nonblocking?: boolean }> = {};
+  externalDeallocators: false,
+
+  open(path: string, table: Readonly<Record<string, SymbolSpec>>): OpenedLibrary {
+    const specs: Record<string, DenoSpec> = {};
     for (const [key, spec] of Object.entries(table)) {
       specs[key] = {
         name: spec.name ?? key,
         parameters: spec.args.map((a) => ARG[a]),
         result: RESULT[spec.result],
         nonblocking: spec.nonblocking === true,
+        optional: spec.optional === true,
       };
     }
     const lib = deno().dlopen(path, specs);
     const bound: Record<string, unknown> = {};
     for (const [key, spec] of Object.entries(table)) {
-      bound[key] = adapt(spec, lib.symbols[key]!);
+      const fn = lib.symbols[key];
+      if (fn !== null && fn !== undefined) bound[key] = adapt(spec, fn);
     }
-    return { symbols: bound as BoundFunctions, close: () => lib.close() };
+    return {
+      symbols: bound as BoundFunctions,
+      functionAddress: () => undefined, // Deno does not expose symbol addresses; nothing needs them here
+      close: () => lib.close(),
+    };
   },
 
   pointerOf(view: ArrayBufferView): number {
@@ -120,6 +138,11 @@ export const denoBackend: FfiBackend = {
     if (into.byteLength === 0) return;
     const { UnsafePointer, UnsafePointerView } = deno();
     UnsafePointerView.copyInto(UnsafePointer.create(BigInt(address))!, into);
+  },
+
+  externalBuffer(address: number, byteLength: number): ArrayBuffer {
+    const { UnsafePointer, UnsafePointerView } = deno();
+    return UnsafePointerView.getArrayBuffer(UnsafePointer.create(BigInt(address))!, byteLength);
   },
 
   fileExists(path: string): boolean | undefined {

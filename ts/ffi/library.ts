@@ -12,15 +12,20 @@ import { getEnv, platform, runtime } from "../runtime.ts";
 import type { FfiBackend } from "./backend.ts";
 import { bunBackend } from "./bun.ts";
 import { denoBackend } from "./deno.ts";
-import { EXPECTED_VERSION_NUMBER, type NativeSymbols, symbols as table } from "./symbols.ts";
+import { EXPECTED_VERSION_NUMBER, type NativeSymbols, type OptionalName, symbols as table } from "./symbols.ts";
 import { traceSymbols } from "./trace.ts";
 
 /** An opened, version-checked libmtc. */
 export interface MtcLibrary {
   /** The file it was loaded from. */
   readonly path: string;
-  /** Its functions, bound for this runtime. */
+  /** Its functions, bound for this runtime (optional ones only where the library has them). */
   readonly symbols: NativeSymbols;
+  /**
+   * The C address of a function of the table (Bun), or undefined (Deno, or
+   * a function the library lacks). For C callbacks, not for calls.
+   */
+  functionAddress(name: keyof typeof table): number | undefined;
   /** The runtime's FFI helpers (pointers of typed arrays, reading host memory). */
   readonly backend: FfiBackend;
   /** mtc_version_number(): MAJOR * 10000 + MINOR * 100 + PATCH. */
@@ -89,8 +94,11 @@ export function loadLibrary(path?: string): MtcLibrary {
     throw new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${BUILD_HINT}`);
   }
   let symbols: NativeSymbols;
+  let functionAddress: MtcLibrary["functionAddress"];
   try {
-    symbols = backend.open(path, table).symbols as unknown as NativeSymbols;
+    const opened = backend.open(path, table);
+    symbols = opened.symbols as unknown as NativeSymbols;
+    functionAddress = (name) => opened.functionAddress(name);
   } catch (cause) {
     const why = cause instanceof Error ? cause.message : String(cause);
     throw new MtcError(
@@ -109,7 +117,7 @@ export function loadLibrary(path?: string): MtcLibrary {
     );
   }
   if (getEnv("MTC_TRACE_FFI") === "1") symbols = traceSymbols(symbols);
-  return { path, symbols, backend, versionNumber, versionString: symbols.mtc_version_string() };
+  return { path, symbols, functionAddress, backend, versionNumber, versionString: symbols.mtc_version_string() };
 }
 
 let loaded: MtcLibrary | undefined;
@@ -117,4 +125,26 @@ let loaded: MtcLibrary | undefined;
 /** The process-wide libmtc, loaded synchronously on first use. */
 export function library(): MtcLibrary {
   return (loaded ??= loadLibrary());
+}
+
+/**
+ * An optional function of the loaded libmtc (one added after 0.1.0), or
+ * MtcError (MTC_ERR_UNSUPPORTED) saying that this build lacks it and what
+ * for.
+ *
+ * @example
+ * ```ts
+ * const create = requireSymbol("mtc_stream_create", "streams");
+ * ```
+ */
+export function requireSymbol<K extends OptionalName>(name: K, feature: string): NonNullable<NativeSymbols[K]> {
+  const lib = library();
+  const fn = lib.symbols[name];
+  if (fn === undefined) {
+    throw new MtcError(
+      Status.MTC_ERR_UNSUPPORTED,
+      `${feature} need ${name}, which the libmtc at ${lib.path} (version ${lib.versionString}) does not export; rebuild it`,
+    );
+  }
+  return fn as NonNullable<NativeSymbols[K]>;
 }

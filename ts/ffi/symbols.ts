@@ -16,6 +16,11 @@
  * named by `name` that runs on a runtime thread and returns a Promise
  * (Deno only; Bun has no such calls and leaves it out).
  *
+ * An entry with `optional: true` is a function added after 0.1.0: a library
+ * without it still loads, the bound table lacks the entry, and the feature
+ * that needs it throws MtcError (MTC_ERR_UNSUPPORTED) naming the function
+ * (see `requireSymbol` in library.ts).
+ *
  * @module
  */
 
@@ -32,6 +37,8 @@ export interface SymbolSpec {
   readonly name?: string;
   /** Bind as a call on a runtime thread returning a Promise (Deno). */
   readonly nonblocking?: boolean;
+  /** The library may lack it (added after 0.1.0); the entry is then left out. */
+  readonly optional?: boolean;
 }
 
 /** The version of the ABI these bindings were written for (MTC_VERSION_NUMBER). */
@@ -142,6 +149,119 @@ export const symbols = {
     result: "i32", /* mtc_status */
   },
   mtc_trim_pools: { args: [], result: "void" },
+
+  // ------------------------------------------------- blocks (0.1.x additions)
+  // Bound for its address (Bun's toArrayBuffer deallocator), not called from JS.
+  mtc_block_release_callback: {
+    optional: true,
+    args: [
+      "ptr", /* void *bytes (ignored) */
+      "ptr", /* void *block */
+    ],
+    result: "void",
+  },
+
+  // ------------------------------------------------------------- streams
+  mtc_stream_create: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "buffer", /* uint64_t *out_stream */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_stream_destroy: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+    ],
+    result: "void",
+  },
+  mtc_stream_synchronize: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_event_record: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+      "buffer", /* mtc_event **out_event */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_stream_wait_event: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+      "ptr", /* const mtc_event *event */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_event_query: { optional: true, args: ["ptr" /* const mtc_event *event */], result: "i32" /* mtc_status */ },
+  mtc_event_synchronize: { optional: true, args: ["ptr" /* const mtc_event *event */], result: "i32" /* mtc_status */ },
+  mtc_event_handle: { optional: true, args: ["ptr" /* const mtc_event *event */], result: "u64" /* uint64_t CUevent */ },
+  mtc_event_retain: { optional: true, args: ["ptr" /* mtc_event *event */], result: "void" },
+  mtc_event_release: { optional: true, args: ["ptr" /* mtc_event *event */], result: "void" },
+
+  // ------------------------------------------------ plan streams and stats
+  mtc_plan_set_stream: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_completion_event: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "buffer", /* mtc_event **out_event */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_get_stats: {
+    optional: true,
+    args: [
+      "ptr", /* const mtc_plan *plan */
+      "buffer", /* mtc_plan_stats *out */
+    ],
+    result: "i32", /* mtc_status */
+  },
+
+  // -------------------------------------------------------- test kernels
+  mtc_has_kernels: { optional: true, args: [], result: "i32" /* int32_t */ },
+  mtc_debug_fill: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+      "u64", /* uint64_t address */
+      "u64", /* uint64_t bytes */
+      "u32", /* uint32_t value_byte */
+      "u32", /* uint32_t spin_microseconds */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_debug_copy: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t stream */
+      "u64", /* uint64_t dst */
+      "u64", /* uint64_t src */
+      "u64", /* uint64_t bytes */
+    ],
+    result: "i32", /* mtc_status */
+  },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */
@@ -157,10 +277,14 @@ export type NativeFunction<S extends SymbolSpec> = (
   ...args: ArgValues<S["args"]>
 ) => S extends { nonblocking: true } ? Promise<ResultValue<S["result"]>> : ResultValue<S["result"]>;
 
-type SyncName = { [K in keyof Symbols]: Symbols[K] extends { nonblocking: true } ? never : K }[keyof Symbols];
-type AsyncName = Exclude<keyof Symbols, SyncName>;
+/** Names of the functions every supported libmtc has (synchronous, not optional). */
+export type RequiredName = {
+  [K in keyof Symbols]: Symbols[K] extends { nonblocking: true } | { optional: true } ? never : K;
+}[keyof Symbols];
+/** Names of the functions a library or runtime may lack: nonblocking bindings and later additions. */
+export type OptionalName = Exclude<keyof Symbols, RequiredName>;
 
-/** The bound library: every synchronous function, and the nonblocking ones where the runtime has them. */
+/** The bound library: every required function, and the optional ones where the library and runtime have them. */
 export type NativeSymbols =
-  & { readonly [K in SyncName]: NativeFunction<Symbols[K]> }
-  & { readonly [K in AsyncName]?: NativeFunction<Symbols[K]> };
+  & { readonly [K in RequiredName]: NativeFunction<Symbols[K]> }
+  & { readonly [K in OptionalName]?: NativeFunction<Symbols[K]> };

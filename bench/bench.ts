@@ -1,0 +1,272 @@
+/**
+ * Benchmarks: each scenario timed with the library, with a naive per-leaf copy
+ * over the same driver, and against the floor (one pinned copy of the same
+ * bytes), in one process. Prints a table and writes JSON.
+ *
+ *   bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json]
+ *   deno run --allow-ffi --allow-env --allow-read --allow-write bench/bench.ts [...]
+ *
+ * S1  the example batch (528 tensors, 153,628 bytes) host → cuda:0, startCopy → get();
+ *     also how long startCopy takes to return, and startCopy → await
+ * S2  8 leaves of 16 MiB float32 in pageable memory → cuda:0 (effective GB/s)
+ * S3  10,000 leaves of 4 to 256 bytes → cuda:0
+ * S4  the example batch already on cuda:0 → cpu
+ *
+ * @module
+ */
+
+import { currentBackend } from "../ts/ffi/library.ts";
+import { cudaDeviceCount, DeviceTensor, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
+import { runtime } from "../ts/runtime.ts";
+import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
+import { RawDriver } from "./driver.ts";
+
+/** Summary of one measured series, in microseconds. */
+interface Series {
+  median: number;
+  p10: number;
+  p90: number;
+  runs: number;
+}
+
+interface ScenarioResult {
+  id: string;
+  what: string;
+  leaves: number;
+  bytes: number;
+  library: Series;
+  naive: Series;
+  floor: Series;
+  /** Extra series of the library (startCopy return time, await). */
+  extra: Record<string, Series>;
+}
+
+type HostView = ArrayBufferView & { length: number };
+
+const args = commandLineArgs();
+const runs = Number(option("--runs") ?? 200);
+const only = option("--only")?.split(",");
+const jsonPath = option("--json");
+const device = 0;
+
+if (cudaDeviceCount() === 0) {
+  console.log("bench: no CUDA device found (the benchmarks need one; set MTC_CUDA_DRIVER to try the emulated driver)");
+  exit(1);
+}
+const driver = new RawDriver(device);
+const pointerOf = (view: ArrayBufferView) => currentBackend().pointerOf(view);
+const results: ScenarioResult[] = [];
+
+if (wanted("S1")) results.push(await hostToDevice("S1", "example batch host → cuda:0", exampleLeaves(), makeExampleBatch(1), runs, true));
+if (wanted("S2")) {
+  const big = Array.from({ length: 8 }, (_, i) => randomFloats(4 << 20, 100 + i));
+  results.push(await hostToDevice("S2", "8 × 16 MiB float32, pageable → cuda:0", big, big, Math.max(10, Math.floor(runs / 10)), false));
+}
+if (wanted("S3")) {
+  const random = seededRandom(3);
+  const tiny = Array.from({ length: 10_000 }, (_, i) => randomFloats(1 + Math.floor(random() * 64), i));
+  results.push(await hostToDevice("S3", "10,000 leaves of 4–256 bytes → cuda:0", tiny, tiny, Math.max(20, Math.floor(runs / 4)), false));
+}
+if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
+
+printTable(results);
+if (jsonPath !== undefined) writeJson(jsonPath, results);
+
+// ------------------------------------------------------------ scenarios
+
+/** Host → device: the library, the naive per-leaf copy and the floor. */
+async function hostToDevice(
+  id: string,
+  what: string,
+  leaves: HostView[],
+  batch: unknown,
+  n: number,
+  withExtras: boolean,
+): Promise<ScenarioResult> {
+  const bytes = leaves.reduce((sum, v) => sum + v.byteLength, 0);
+  const extra: Record<string, Series> = {};
+  const returned: number[] = [];
+  const library = measure(n, () => {
+    const t0 = performance.now();
+    const handle = startCopy(batch, "cuda:0");
+    returned.push(performance.now() - t0);
+    const out = handle.get();
+    return () => {
+      handle.dispose();
+      disposeAll(out);
+    };
+  });
+  if (withExtras) {
+    extra["startCopy returns"] = summarize(returned.slice(-n));
+    extra["startCopy → await"] = summarize(await measureAwait(n, batch));
+  }
+  const naive = measure(n, () => {
+    const owned = leaves.map((v) => {
+      const d = driver.alloc(v.byteLength);
+      driver.copyToDevice(d, pointerOf(v), v.byteLength);
+      return d;
+    });
+    return () => owned.forEach((d) => driver.free(d));
+  });
+  const floor = floorCopy(bytes, n, "toDevice");
+  return { id, what, leaves: leaves.length, bytes, library: summarize(library), naive: summarize(naive), floor, extra };
+}
+
+/** Device → host of the example batch already on the GPU. */
+function deviceToHost(id: string, what: string, n: number): ScenarioResult {
+  const onGpu = startCopy(makeExampleBatch(4), "cuda:0").get();
+  const sources: DeviceTensor[] = [];
+  forEachLeaf(onGpu, (leaf) => sources.push(leaf as DeviceTensor));
+  const bytes = sources.reduce((sum, t) => sum + t.byteLength, 0);
+  const library = measure(n, () => {
+    const handle = startCopy(onGpu, "cpu");
+    const out = handle.get();
+    return () => {
+      handle.dispose();
+      disposeAll(out);
+    };
+  });
+  const naive = measure(n, () => {
+    for (const t of sources) {
+      const into = new Uint8Array(t.byteLength);
+      driver.copyToHost(pointerOf(into), t.address, t.byteLength);
+    }
+    return () => {};
+  });
+  const floor = floorCopy(bytes, n, "toHost");
+  disposeAll(onGpu);
+  return { id, what, leaves: sources.length, bytes, library: summarize(library), naive: summarize(naive), floor, extra: {} };
+}
+
+/** One copy of `bytes` between pinned host memory and the device, then a sync. */
+function floorCopy(bytes: number, n: number, direction: "toDevice" | "toHost"): Series {
+  const pinned = driver.allocPinned(bytes);
+  const dev = driver.alloc(bytes);
+  const samples = measure(n, () => {
+    if (direction === "toDevice") driver.copyToDevice(dev, pinned, bytes);
+    else driver.copyToHost(pinned, dev, bytes);
+    return () => {};
+  });
+  driver.free(dev);
+  driver.freePinned(pinned);
+  return summarize(samples);
+}
+
+/** startCopy → await of `batch`, one copy at a time. */
+async function measureAwait(n: number, batch: unknown): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < warmUpOf(n) + n; i++) {
+    const t0 = performance.now();
+    const handle = startCopy(batch, "cuda:0");
+    const out = await handle;
+    const t1 = performance.now();
+    handle.dispose();
+    disposeAll(out);
+    if (i >= warmUpOf(n)) samples.push(t1 - t0);
+  }
+  return samples;
+}
+
+// ------------------------------------------------------------ measuring
+
+function warmUpOf(n: number): number {
+  return Math.min(50, Math.max(3, Math.floor(n / 4)));
+}
+
+/** Runs `step` warm-up + n times; each returns its clean-up, which is not timed. */
+function measure(n: number, step: () => () => void): number[] {
+  const samples: number[] = [];
+  for (let i = 0; i < warmUpOf(n) + n; i++) {
+    const t0 = performance.now();
+    const cleanUp = step();
+    const t1 = performance.now();
+    cleanUp();
+    if (i >= warmUpOf(n)) samples.push(t1 - t0);
+  }
+  return samples;
+}
+
+function summarize(ms: number[]): Series {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000;
+  return { median: at(0.5), p10: at(0.1), p90: at(0.9), runs: ms.length };
+}
+
+// ------------------------------------------------------------ inputs
+
+function exampleLeaves(): HostView[] {
+  const leaves: HostView[] = [];
+  forEachLeaf(makeExampleBatch(1), (leaf) => leaves.push(("data" in leaf ? leaf.data : leaf) as HostView));
+  return leaves;
+}
+
+function randomFloats(length: number, seed: number): Float32Array {
+  const random = seededRandom(seed);
+  const a = new Float32Array(length);
+  for (let i = 0; i < length; i++) a[i] = random();
+  return a;
+}
+
+// ------------------------------------------------------------ reporting
+
+function printTable(rows: ScenarioResult[], title = "results"): void {
+  const stats = poolStats();
+  console.log(`\n${title}: ${runtimeName()}, ${rows.length ? "" : "no scenarios"}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
+  console.log("scenario  leaves  bytes        library median (p10–p90)   naive per-leaf   floor      library/naive  library/floor");
+  for (const r of rows) {
+    console.log(
+      `${r.id.padEnd(8)}  ${String(r.leaves).padStart(6)}  ${String(r.bytes).padStart(11)}  ` +
+        `${series(r.library).padEnd(27)} ${us(r.naive.median).padStart(12)}  ${us(r.floor.median).padStart(9)}  ` +
+        `${(r.library.median / r.naive.median).toFixed(3).padStart(12)}  ${(r.library.median / r.floor.median).toFixed(2).padStart(12)}`,
+    );
+    if (r.id === "S2") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
+    for (const [name, s] of Object.entries(r.extra)) console.log(`          ${name}: ${series(s)}`);
+    console.log(`          ${r.what}`);
+  }
+}
+
+function series(s: Series): string {
+  return `${us(s.median)} (${s.p10.toFixed(1)}–${s.p90.toFixed(1)})`;
+}
+
+function us(v: number): string {
+  return `${v.toFixed(1)} µs`;
+}
+
+function writeJson(path: string, rows: ScenarioResult[]): void {
+  const text = JSON.stringify({ runtime: runtimeName(), date: new Date().toISOString(), runs, scenarios: rows }, null, 2);
+  const g = globalThis as unknown as {
+    Deno?: { writeTextFileSync(p: string, t: string): void };
+    Bun?: { write(p: string, t: string): unknown };
+  };
+  if (g.Deno) g.Deno.writeTextFileSync(path, text);
+  else void g.Bun!.write(path, text);
+  console.log(`wrote ${path}`);
+}
+
+// ------------------------------------------------------------ command line
+
+function commandLineArgs(): string[] {
+  const g = globalThis as unknown as { Deno?: { args: string[] }; Bun?: { argv: string[] } };
+  return g.Deno?.args ?? g.Bun?.argv.slice(2) ?? [];
+}
+
+function option(name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+function wanted(id: string): boolean {
+  return only === undefined || only.includes(id);
+}
+
+function runtimeName(): string {
+  const g = globalThis as unknown as { Bun?: { version: string }; Deno?: { version: { deno: string } } };
+  return runtime === "bun" ? `bun ${g.Bun!.version}` : `deno ${g.Deno!.version.deno}`;
+}
+
+function exit(code: number): never {
+  const g = globalThis as unknown as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
+  if (g.Deno) g.Deno.exit(code);
+  return g.process!.exit(code);
+}

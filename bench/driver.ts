@@ -1,0 +1,94 @@
+/**
+ * The CUDA driver, bound directly (not through libmtc), for the two yardsticks
+ * every scenario is measured against in the same process:
+ *  - the naive baseline: one allocation and one synchronous copy per leaf;
+ *  - the floor: one copy of the scenario's total bytes from pinned memory, then a sync.
+ *
+ * @module
+ */
+
+import { currentBackend } from "../ts/ffi/library.ts";
+import type { SymbolSpec } from "../ts/ffi/symbols.ts";
+import { getEnv } from "../ts/runtime.ts";
+
+const table = {
+  cuInit: { args: ["u32" /* unsigned int flags */], result: "i32" },
+  cuDeviceGet: { args: ["buffer" /* CUdevice *device */, "i32" /* int ordinal */], result: "i32" },
+  cuDevicePrimaryCtxRetain: { args: ["buffer" /* CUcontext *pctx */, "i32" /* CUdevice dev */], result: "i32" },
+  cuCtxSetCurrent: { args: ["ptr" /* CUcontext ctx */], result: "i32" },
+  cuStreamCreate: { args: ["buffer" /* CUstream *phStream */, "u32" /* unsigned int flags */], result: "i32" },
+  cuStreamSynchronize: { args: ["ptr" /* CUstream hStream */], result: "i32" },
+  cuMemAlloc_v2: { args: ["buffer" /* CUdeviceptr *dptr */, "u64" /* size_t bytesize */], result: "i32" },
+  cuMemFree_v2: { args: ["u64" /* CUdeviceptr dptr */], result: "i32" },
+  cuMemHostAlloc: { args: ["buffer" /* void **pp */, "u64" /* size_t bytesize */, "u32" /* unsigned int flags */], result: "i32" },
+  cuMemFreeHost: { args: ["ptr" /* void *p */], result: "i32" },
+  cuMemcpyHtoDAsync_v2: {
+    args: ["u64" /* CUdeviceptr dst */, "ptr" /* const void *src */, "u64" /* size_t bytes */, "ptr" /* CUstream stream */],
+    result: "i32",
+  },
+  cuMemcpyDtoHAsync_v2: {
+    args: ["ptr" /* void *dst */, "u64" /* CUdeviceptr src */, "u64" /* size_t bytes */, "ptr" /* CUstream stream */],
+    result: "i32",
+  },
+} as const satisfies Record<string, SymbolSpec>;
+
+type Fn = (...args: unknown[]) => number;
+
+/** The raw driver calls the yardsticks use, on one device. */
+export class RawDriver {
+  readonly #fn: Record<keyof typeof table, Fn>;
+  readonly #stream: number;
+  readonly #out = new Uint32Array(2);
+
+  constructor(device: number) {
+    const path = getEnv("MTC_CUDA_DRIVER") || "libcuda.so.1";
+    this.#fn = currentBackend().open(path, table).symbols as unknown as Record<keyof typeof table, Fn>;
+    this.#check(this.#fn.cuInit(0), "cuInit");
+    this.#check(this.#fn.cuDeviceGet(this.#out, device), "cuDeviceGet");
+    const ordinal = this.#out[0]!;
+    this.#check(this.#fn.cuDevicePrimaryCtxRetain(this.#out, ordinal), "cuDevicePrimaryCtxRetain");
+    this.#check(this.#fn.cuCtxSetCurrent(this.#word()), "cuCtxSetCurrent");
+    this.#check(this.#fn.cuStreamCreate(this.#out, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
+    this.#stream = this.#word();
+  }
+
+  /** Device memory (cuMemAlloc). */
+  alloc(bytes: number): number {
+    this.#check(this.#fn.cuMemAlloc_v2(this.#out, Math.max(bytes, 1)), "cuMemAlloc_v2");
+    return this.#word();
+  }
+
+  free(address: number): void {
+    this.#check(this.#fn.cuMemFree_v2(address), "cuMemFree_v2");
+  }
+
+  /** Pinned host memory (cuMemHostAlloc). */
+  allocPinned(bytes: number): number {
+    this.#check(this.#fn.cuMemHostAlloc(this.#out, Math.max(bytes, 1), 1 /* PORTABLE */), "cuMemHostAlloc");
+    return this.#word();
+  }
+
+  freePinned(address: number): void {
+    this.#check(this.#fn.cuMemFreeHost(address), "cuMemFreeHost");
+  }
+
+  /** Host → device, then wait for it: a synchronous copy. */
+  copyToDevice(dst: number, srcHost: number, bytes: number): void {
+    this.#check(this.#fn.cuMemcpyHtoDAsync_v2(dst, srcHost, bytes, this.#stream), "cuMemcpyHtoDAsync_v2");
+    this.#check(this.#fn.cuStreamSynchronize(this.#stream), "cuStreamSynchronize");
+  }
+
+  /** Device → host, then wait for it: a synchronous copy. */
+  copyToHost(dstHost: number, src: number, bytes: number): void {
+    this.#check(this.#fn.cuMemcpyDtoHAsync_v2(dstHost, src, bytes, this.#stream), "cuMemcpyDtoHAsync_v2");
+    this.#check(this.#fn.cuStreamSynchronize(this.#stream), "cuStreamSynchronize");
+  }
+
+  #word(): number {
+    return this.#out[0]! + this.#out[1]! * 4294967296;
+  }
+
+  #check(result: number, call: string): void {
+    if (result !== 0) throw new Error(`${call} failed with CUDA error ${result}`);
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * What every GPU suite file shares: whether a CUDA device is there (the
+ * real driver, or the emulated one through MTC_CUDA_DRIVER), the skip
+ * message, and `gpuTest`. Without a device each file prints
+ * "GPU suite skipped: <reason>" and skips, unless MTC_REQUIRE_GPU=1: then a
+ * test fails saying why.
+ *
+ * @module
+ */
+
+import { cudaDeviceCount, hasKernels, libraryVersion } from "../../ts/mod.ts";
+import { env, note, test } from "../ts/harness.ts";
+
+function skipReason(): string | undefined {
+  try {
+    const count = cudaDeviceCount();
+    if (count === 0) return "no CUDA device (cudaDeviceCount() is 0; set MTC_CUDA_DRIVER to use the emulated driver)";
+    const driver = env("MTC_CUDA_DRIVER") ? `emulated driver ${env("MTC_CUDA_DRIVER")}` : "CUDA driver";
+    note(`GPU suite: ${count} device(s), ${driver}, libmtc ${libraryVersion()}, kernels: ${hasKernels() ? "yes" : "no"}`);
+    return undefined;
+  } catch (e) {
+    return `libmtc could not be loaded: ${e instanceof Error ? e.message : String(e)}`;
+  }
+}
+
+/** Why the GPU suite is skipped, or undefined when it runs. */
+export const reason: string | undefined = skipReason();
+
+if (reason !== undefined) {
+  if (env("MTC_REQUIRE_GPU") === "1") {
+    test("GPU suite: a CUDA device is required (MTC_REQUIRE_GPU=1)", () => {
+      throw new Error(`GPU suite cannot run: ${reason}`);
+    });
+  } else {
+    note(`GPU suite skipped: ${reason}`);
+  }
+}
+
+/** The device most tests use. */
+export const DEVICE = "cuda:0";
+
+/** A GPU test: skipped (with the suite's message) where no device exists. */
+export function gpuTest(name: string, fn: () => void | Promise<void>): void {
+  test(`gpu: ${name}`, fn, { skip: reason, timeout: 120_000 });
+}
+
+/** True when two GPUs are there; else prints why `what` is not run. */
+export function twoGpus(what: string): boolean {
+  if (cudaDeviceCount() >= 2) return true;
+  note(`gpu: ${what}: not run (needs two GPUs; this host has ${cudaDeviceCount()})`);
+  return false;
+}
+
+/** True when libmtc has its kernels; else prints why `what` is not run. */
+export function withKernels(what: string): boolean {
+  if (hasKernels()) return true;
+  note(`gpu: ${what}: not run (libmtc was built without kernels: mtc_has_kernels() is 0)`);
+  return false;
+}

@@ -1,0 +1,209 @@
+/**
+ * Host outputs of copies to "cpu": typed arrays that view the pinned host
+ * block the C library filled, with no copy out of it.
+ *
+ * One ArrayBuffer per block covers every leaf of the copy that landed in
+ * it; each leaf's typed array is a view into that buffer. The buffer holds
+ * one C reference to the block (one mtc_block_retain per block, not per
+ * leaf), dropped when the buffer is garbage-collected (every view of it
+ * gone) or released early with {@link releaseHostOutput}:
+ * - Bun: the buffer is made by `toArrayBuffer` with `mtc_block_release_callback`
+ *   as its deallocator and the block as context, so the runtime itself drops
+ *   the reference when it frees the buffer;
+ * - Deno (and Bun with a libmtc older than that callback): a
+ *   FinalizationRegistry on the buffer drops it.
+ *
+ * @module
+ */
+
+import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
+import { library, type MtcLibrary } from "./ffi/library.ts";
+import { Tensor } from "./tensor.ts";
+
+/** The C reference an ArrayBuffer over a pinned block holds. */
+interface PinnedRef {
+  readonly block: number;
+  /** True when the buffer's deallocator (Bun) drops the reference; false when the registry does. */
+  readonly deallocates: boolean;
+}
+
+const pinned = new WeakMap<ArrayBuffer, PinnedRef>();
+
+/** Backstop where the runtime has no deallocator: drops the block when its buffer is collected. */
+const registry = new FinalizationRegistry<number>((block) => library().symbols.mtc_block_release(block));
+
+let releaseCallback: number | undefined | null = null;
+
+function releaseCallbackAddress(lib: MtcLibrary): number | undefined {
+  if (releaseCallback === null) {
+    releaseCallback = lib.backend.externalDeallocators ? lib.functionAddress("mtc_block_release_callback") : undefined;
+  }
+  return releaseCallback;
+}
+
+/**
+ * An ArrayBuffer over `byteLength` bytes at `address` (the start of host
+ * block `block`), holding one new C reference to the block.
+ */
+export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, byteLength: number): ArrayBuffer {
+  const sym = lib.symbols;
+  sym.mtc_block_retain(block);
+  let buffer: ArrayBuffer;
+  let ref: PinnedRef;
+  try {
+    const deallocator = releaseCallbackAddress(lib);
+    if (deallocator !== undefined) {
+      buffer = lib.backend.externalBuffer(address, byteLength, { address: deallocator, context: block });
+      ref = { block, deallocates: true };
+    } else {
+      buffer = lib.backend.externalBuffer(address, byteLength);
+      ref = { block, deallocates: false };
+      registry.register(buffer, block, ref);
+    }
+  } catch (e) {
+    sym.mtc_block_release(block);
+    throw e;
+  }
+  pinned.set(buffer, ref);
+  return buffer;
+}
+
+/**
+ * The leaf `byteOffset` bytes into `buffer`: a typed array view (1-D,
+ * natural dtype) or a Tensor over one. Copies out only in the unexpected
+ * case of an offset misaligned for the element type.
+ */
+export function hostLeafView(
+  buffer: ArrayBuffer,
+  byteOffset: number,
+  dtype: DType,
+  shape: readonly number[],
+  natural: boolean,
+): TypedArray | Tensor {
+  const length = elementCount(shape);
+  let data = viewStorage(dtype, buffer, byteOffset, length);
+  if (data === null) {
+    // Misaligned: a JS-owned copy (the block is released with the buffer).
+    data = viewStorage(dtype, new Uint8Array(buffer, byteOffset, length * DTYPE_SIZE[dtype]).slice().buffer, 0, length)!;
+  }
+  if (natural && shape.length === 1) return data;
+  return new Tensor(data, shape, dtype);
+}
+
+function elementCount(shape: readonly number[]): number {
+  let count = 1;
+  for (const extent of shape) count *= extent;
+  return count;
+}
+
+/**
+ * True when `value` (a typed array, a Tensor or an ArrayBuffer) views
+ * pinned host memory that a copy to "cpu" handed out and that was not
+ * released yet.
+ *
+ * @example
+ * ```ts
+ * const back = await startCopy(onGpu, "cpu");
+ * isPinnedHostOutput(back.boxes); // true
+ * ```
+ */
+export function isPinnedHostOutput(value: unknown): boolean {
+  const buffer = bufferOf(value);
+  return buffer !== undefined && pinned.has(buffer) && !buffer.detached;
+}
+
+function bufferOf(value: unknown): ArrayBuffer | undefined {
+  if (value instanceof ArrayBuffer) return value;
+  if (value instanceof Tensor) value = value.data;
+  if (ArrayBuffer.isView(value) && value.buffer instanceof ArrayBuffer) return value.buffer;
+  return undefined;
+}
+
+/** @internal Releases the pinned block under one leaf or buffer; true when it released one. */
+export function releasePinned(value: unknown): boolean {
+  const buffer = bufferOf(value);
+  if (buffer === undefined) return false;
+  const ref = pinned.get(buffer);
+  if (ref === undefined) return false;
+  pinned.delete(buffer);
+  // Detached by someone else (transferred): its memory now lives with the
+  // transferred buffer; leave the release to the garbage collector.
+  if (buffer.detached) return false;
+  // Detaching empties every view of the buffer (length 0), so no array can
+  // read the block once it is back in the pool. With a deallocator (Bun),
+  // detaching runs it at once: that drops the reference.
+  buffer.transfer(0);
+  if (!ref.deallocates) {
+    registry.unregister(ref);
+    library().symbols.mtc_block_release(ref.block);
+  }
+  return true;
+}
+
+/**
+ * Gives the pinned host memory under the outputs of a copy to "cpu" back to
+ * the library now, instead of when the garbage collector frees them.
+ * `value` is one output (typed array or Tensor) or any nesting of arrays,
+ * plain objects and Maps holding them, as `startCopy(…, "cpu")` returned it.
+ *
+ * Outputs of one copy usually share one pinned block: releasing it empties
+ * EVERY typed array that views it (they become detached, length 0), not only
+ * the ones passed here. Copy out first (`array.slice()`) what you keep.
+ * Arrays that are not pinned outputs (your own, or leaves reused as they
+ * were) are left alone. Idempotent. Returns the number of blocks released.
+ * `disposeAll` does this too, besides disposing DeviceTensors.
+ *
+ * Why release explicitly: the garbage collector does not see the pinned
+ * bytes behind these small JavaScript objects, so in a loop it may keep
+ * many blocks alive for a while.
+ *
+ * Do not transfer these buffers to workers (`postMessage(…, [buffer])`,
+ * `structuredClone` with `transfer`): copy what a worker needs (`slice()`).
+ * Under Deno the block is released when the original buffer object is
+ * collected, whatever the transferred one still views.
+ *
+ * @example
+ * ```ts
+ * const back = await startCopy(onGpu, "cpu");
+ * const total = back.losses.reduce((a, b) => a + b, 0);
+ * releaseHostOutput(back); // back.losses is now empty
+ * ```
+ */
+export function releaseHostOutput(value: unknown): number {
+  let released = 0;
+  const seen = new Set<object>();
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item !== "object" || item === null) continue;
+    if (item instanceof Tensor || item instanceof ArrayBuffer || ArrayBuffer.isView(item)) {
+      if (releasePinned(item)) released++;
+      continue;
+    }
+    if (seen.has(item)) continue;
+    seen.add(item);
+    if (Array.isArray(item)) {
+      for (const v of item) stack.push(v);
+    } else if (item instanceof Map) {
+      for (const v of item.values()) stack.push(v);
+    } else {
+      const proto = Object.getPrototypeOf(item);
+      if (proto !== Object.prototype && proto !== null) continue;
+      for (const key of Object.keys(item)) stack.push((item as Record<string, unknown>)[key]);
+    }
+  }
+  return released;
+}
+
+/**
+ * A JS-owned copy of a host leaf, releasing the pinned block it viewed (for
+ * `DeviceTensor.toHost()`, which promises a fresh ArrayBuffer). Leaves that
+ * are not pinned come back as they are.
+ */
+export function ownedCopy(leaf: TypedArray | Tensor): TypedArray | Tensor {
+  if (!isPinnedHostOutput(leaf)) return leaf;
+  const data = leaf instanceof Tensor ? leaf.data : leaf;
+  const copy = (data as Uint8Array).slice() as unknown as TypedArray;
+  releasePinned(data);
+  return leaf instanceof Tensor ? new Tensor(copy, leaf.shape, leaf.dtype) : copy;
+}
