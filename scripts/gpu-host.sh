@@ -8,6 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 runtime=${1:?usage: gpu-host.sh bun|deno [runs]}
 runs=${2:-300}
+with_bench=${3:-}
 logs=${OUT:-$PWD/gpu-logs}
 mkdir -p "$logs"
 export MTC_LIBRARY_PATH="$PWD/.carry/lib/libmtc.so" MTC_REQUIRE_GPU=1 DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
@@ -30,9 +31,12 @@ case $runtime in
   *) echo "unknown runtime $runtime"; exit 2 ;;
 esac
 echo "=== C tests against the real driver"
-for t in test_device test_streams test_kernels; do
-  if [ -x ".carry/lib/$t" ]; then
-    ".carry/lib/$t" > "$logs/c-$t.log" 2>&1 && tail -1 "$logs/c-$t.log" || { status=1; tail -20 "$logs/c-$t.log"; }
+# test_device and test_streams take the driver to load; test_kernels, run
+# with no argument, checks the real kernels.
+for t in "test_device libcuda.so.1" "test_streams libcuda.so.1" "test_kernels"; do
+  set -- $t
+  if [ -x ".carry/lib/$1" ]; then
+    ".carry/lib/$1" ${2:-} > "$logs/c-$1.log" 2>&1 && tail -1 "$logs/c-$1.log" || { status=1; tail -20 "$logs/c-$1.log"; }
   fi
 done
 echo "=== GPU suite ($runtime)"
@@ -44,7 +48,7 @@ echo "=== example ($runtime)"
 echo "=== example timing, $runs runs ($runtime)"
 "${run_cmd[@]}" examples/example.ts --runs "$runs" --quiet 2>&1 | tee "$logs/timing-$runtime.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-if [ "${3:-}" = bench ]; then
+if [ "$with_bench" = bench ]; then
   echo "=== benchmarks ($runtime)"
   case $runtime in
     bun) "$bin" bench/bench.ts --json "$logs/bench-$runtime.json" ;;
