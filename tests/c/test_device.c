@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_symbols.h"
 
 struct CUctx_st; /* the driver's CUcontext points at one */
 
@@ -27,21 +28,14 @@ static struct {
 } fake;
 
 static void load_fake(const char *path) {
-  /* The same path and flags as libmtc's dlopen: one shared instance. */
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  CHECK(handle != NULL);
+  void *handle = fake_open(path);
   if (handle == NULL) return;
-  void *sym;
-#define FAKE_SYM(field, name)            \
-  sym = dlsym(handle, name);             \
-  memcpy(&fake.field, &sym, sizeof sym);
-  FAKE_SYM(set_copy_delay_us, "fake_cuda_set_copy_delay_us");
-  FAKE_SYM(pageable_copy_count, "fake_cuda_pageable_copy_count");
-  FAKE_SYM(copy_count, "fake_cuda_copy_count");
-  FAKE_SYM(live_device_allocations, "fake_cuda_live_device_allocations");
-  FAKE_SYM(live_host_allocations, "fake_cuda_live_host_allocations");
-  FAKE_SYM(cu_ctx_get_current, "cuCtxGetCurrent");
-#undef FAKE_SYM
+  FAKE_SYM(handle, fake.set_copy_delay_us, "fake_cuda_set_copy_delay_us");
+  FAKE_SYM(handle, fake.pageable_copy_count, "fake_cuda_pageable_copy_count");
+  FAKE_SYM(handle, fake.copy_count, "fake_cuda_copy_count");
+  FAKE_SYM(handle, fake.live_device_allocations, "fake_cuda_live_device_allocations");
+  FAKE_SYM(handle, fake.live_host_allocations, "fake_cuda_live_host_allocations");
+  FAKE_SYM(handle, fake.cu_ctx_get_current, "cuCtxGetCurrent");
 }
 
 /* Set in main: whether the driver is the emulation, and its device count. */

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_symbols.h"
 #include "cuda_driver.h"
 #include "device.h"
 #include "error.h"
@@ -42,18 +43,12 @@ static const mtc_cuda_api *cu;
 static int32_t device_count;
 
 static void load_fake(const char *path) {
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  CHECK(handle != NULL);
+  void *handle = fake_open(path);
   if (handle == NULL) return;
-  void *sym;
-#define FAKE_SYM(field, name)  \
-  sym = dlsym(handle, name);   \
-  memcpy(&fake.field, &sym, sizeof sym);
-  FAKE_SYM(kernel_launches, "fake_cuda_kernel_launches");
-  FAKE_SYM(live_modules, "fake_cuda_live_modules");
-  FAKE_SYM(fail_module_loads, "fake_cuda_fail_module_loads");
-  FAKE_SYM(set_copy_delay_us, "fake_cuda_set_copy_delay_us");
-#undef FAKE_SYM
+  FAKE_SYM(handle, fake.kernel_launches, "fake_cuda_kernel_launches");
+  FAKE_SYM(handle, fake.live_modules, "fake_cuda_live_modules");
+  FAKE_SYM(handle, fake.fail_module_loads, "fake_cuda_fail_module_loads");
+  FAKE_SYM(handle, fake.set_copy_delay_us, "fake_cuda_set_copy_delay_us");
 }
 
 static unsigned long long launches(void) {

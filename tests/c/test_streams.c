@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_symbols.h"
 #include "device.h"
 #include "event.h"
 #include "mtc.h"
@@ -47,28 +48,21 @@ static struct {
 } fake;
 
 static void load_fake(const char *path) {
-  /* The same path and flags as libmtc's dlopen: one shared instance. */
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  CHECK(handle != NULL);
+  void *handle = fake_open(path);
   if (handle == NULL) return;
-  void *sym;
-#define FAKE_SYM(field, name)  \
-  sym = dlsym(handle, name);   \
-  memcpy(&fake.field, &sym, sizeof sym);
-  FAKE_SYM(set_copy_delay_us, "fake_cuda_set_copy_delay_us");
-  FAKE_SYM(copy_count, "fake_cuda_copy_count");
-  FAKE_SYM(kernel_launches, "fake_cuda_kernel_launches");
-  FAKE_SYM(live_streams, "fake_cuda_live_streams");
-  FAKE_SYM(live_events, "fake_cuda_live_events");
-  FAKE_SYM(live_device_allocations, "fake_cuda_live_device_allocations");
-  FAKE_SYM(live_host_allocations, "fake_cuda_live_host_allocations");
-  FAKE_SYM(ctx_get_current, "cuCtxGetCurrent");
-  FAKE_SYM(primary_retain, "cuDevicePrimaryCtxRetain");
-  FAKE_SYM(primary_release, "cuDevicePrimaryCtxRelease_v2");
-  FAKE_SYM(ctx_push, "cuCtxPushCurrent_v2");
-  FAKE_SYM(ctx_pop, "cuCtxPopCurrent_v2");
-  FAKE_SYM(memcpy_dtod, "cuMemcpyDtoDAsync_v2");
-#undef FAKE_SYM
+  FAKE_SYM(handle, fake.set_copy_delay_us, "fake_cuda_set_copy_delay_us");
+  FAKE_SYM(handle, fake.copy_count, "fake_cuda_copy_count");
+  FAKE_SYM(handle, fake.kernel_launches, "fake_cuda_kernel_launches");
+  FAKE_SYM(handle, fake.live_streams, "fake_cuda_live_streams");
+  FAKE_SYM(handle, fake.live_events, "fake_cuda_live_events");
+  FAKE_SYM(handle, fake.live_device_allocations, "fake_cuda_live_device_allocations");
+  FAKE_SYM(handle, fake.live_host_allocations, "fake_cuda_live_host_allocations");
+  FAKE_SYM(handle, fake.ctx_get_current, "cuCtxGetCurrent");
+  FAKE_SYM(handle, fake.primary_retain, "cuDevicePrimaryCtxRetain");
+  FAKE_SYM(handle, fake.primary_release, "cuDevicePrimaryCtxRelease_v2");
+  FAKE_SYM(handle, fake.ctx_push, "cuCtxPushCurrent_v2");
+  FAKE_SYM(handle, fake.ctx_pop, "cuCtxPopCurrent_v2");
+  FAKE_SYM(handle, fake.memcpy_dtod, "cuMemcpyDtoDAsync_v2");
 }
 
 /* Set in main. */
