@@ -31,7 +31,7 @@ export interface CopyOptions {
   packThresholdBytes?: number;
   /** Most threads of the shared staging pool this copy uses; 0 = all. Default 0. */
   stagingThreads?: number;
-  /** Large host leaves are staged in pieces of this many bytes (>= 4096), pipelined with their DMA. Default 4 MiB. */
+  /** Large host leaves are staged in pieces of this many bytes (>= 4096), pipelined with their DMA. Default 8 MiB. */
   stagingPieceBytes?: number;
 }
 
@@ -51,7 +51,7 @@ export const DEFAULT_OPTIONS: Readonly<Required<CopyOptions>> = Object.freeze({
   useBackgroundThread: true,
   packThresholdBytes: 256 * 1024,
   stagingThreads: 0,
-  stagingPieceBytes: 4 * 1024 * 1024,
+  stagingPieceBytes: 8 * 1024 * 1024,
 });
 
 /** sizeof(mtc_options). */

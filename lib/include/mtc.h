@@ -150,7 +150,7 @@ typedef struct mtc_options {
 #define MTC_OPTIONS_INIT                                                   \
   {                                                                        \
     (uint32_t)sizeof(mtc_options), 1u, 1u, 1u, 16u, (uint64_t)32 << 20,    \
-        (uint64_t)256 << 10, 0u, 0u, (uint64_t)4 << 20                     \
+        (uint64_t)256 << 10, 0u, 0u, (uint64_t)8 << 20                     \
   }
 
 /* Fills *options with MTC_OPTIONS_INIT, for callers that cannot use the

@@ -278,7 +278,7 @@ static void test_options_normalize(void) {
   CHECK_EQ_U64(out.max_packed_chunk_bytes, (uint64_t)32 << 20);
   CHECK_EQ_U64(out.pack_threshold_bytes, (uint64_t)256 << 10);
   CHECK_EQ_U64(out.min_packed_alignment_bytes, 16);
-  CHECK_EQ_U64(out.staging_piece_bytes, (uint64_t)4 << 20);
+  CHECK_EQ_U64(out.staging_piece_bytes, (uint64_t)8 << 20);
   CHECK(out.use_pinned_staging && out.pack_cpu_tensors &&
         out.use_background_thread);
 }

@@ -14,7 +14,7 @@ test("options: accvlab's defaults", () => {
     useBackgroundThread: true,
     packThresholdBytes: 256 * 1024,
     stagingThreads: 0,
-    stagingPieceBytes: 4 * 1024 * 1024,
+    stagingPieceBytes: 8 * 1024 * 1024,
   });
   assertSame(resolveOptions(undefined), DEFAULT_OPTIONS);
   assertSame(resolveOptions({ packCpuTensors: false }).packCpuTensors, false);
