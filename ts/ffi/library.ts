@@ -1,8 +1,11 @@
 /**
  * Finds, opens and checks libmtc, once, on first use.
  *
- * Lookup order: the file named by MTC_LIBRARY_PATH, else the local build
- * (zig-out/lib/libmtc.so at the repository root, found from this file's URL).
+ * Lookup order: the file named by MTC_LIBRARY_PATH; else, in the npm
+ * package, the prebuilt library shipped next to the bundle
+ * (prebuilt/<os>-<arch>/libmtc.so); else the local build
+ * (zig-out/lib/libmtc.so at the package or repository root). Both are found
+ * from this module's URL, so they need it to be a file: URL.
  *
  * @module
  */
@@ -47,10 +50,43 @@ export function libraryFileName(): string {
   return os === "darwin" ? "libmtc.dylib" : os === "windows" ? "mtc.dll" : "libmtc.so";
 }
 
+// The npm build (tsup.config.ts) defines this as true: this module is then
+// part of dist/mod.js, one folder below the package root. Unset when the
+// TypeScript sources run as they are (ts/ffi/, two folders below the root).
+declare const __MTC_PACKAGED__: boolean | undefined;
+const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
+
+/** The package (or repository) root, from this module's URL. */
+function rootUrl(): URL {
+  return new URL(PACKAGED ? "../" : "../../", import.meta.url);
+}
+
+/** The file path of a file: URL; undefined for any other scheme (https: from JSR, say). */
+function filePath(url: URL): string | undefined {
+  return url.protocol === "file:" ? decodeURIComponent(url.pathname) : undefined;
+}
+
+/** "linux-x64", "linux-arm64", "darwin-arm64", ...: the folder of prebuilt/ for this machine. */
+export function platformTag(): string {
+  const g = globalThis as unknown as { Deno?: { build?: { arch?: string } }; process?: { arch?: string } };
+  const arch = runtime === "deno" ? g.Deno?.build?.arch : g.process?.arch;
+  const name = arch === "x86_64" || arch === "x64" ? "x64" : arch === "aarch64" || arch === "arm64" ? "arm64" : arch ?? "unknown";
+  return `${platform()}-${name}`;
+}
+
+/**
+ * Where the npm package keeps its prebuilt library for this machine, or
+ * undefined when this module is not the package's bundle (or not a file).
+ */
+export function packagedLibraryPath(): string | undefined {
+  if (!PACKAGED) return undefined;
+  return filePath(new URL(`prebuilt/${platformTag()}/${libraryFileName()}`, rootUrl()));
+}
+
 /** Where the local build puts the library (`zig build` at the repository root). */
 export function localBuildPath(): string {
-  const url = new URL(`../../zig-out/lib/${libraryFileName()}`, import.meta.url);
-  return decodeURIComponent(url.pathname);
+  const url = new URL(`zig-out/lib/${libraryFileName()}`, rootUrl());
+  return filePath(url) ?? url.href;
 }
 
 const BUILD_HINT = "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
@@ -60,8 +96,75 @@ function versionText(n: number): string {
 }
 
 /**
- * Opens libmtc from `path` (or, without one, from MTC_LIBRARY_PATH or the
- * local build) and checks its version. Not cached: use {@link library}.
+ * Throws MtcError (MTC_ERR_UNSUPPORTED) unless a library of version
+ * `found` (mtc_version_number) serves bindings written for `expected`:
+ * the same major version, and below 1.0 the same minor version too (0.x
+ * minor releases may change the ABI).
+ *
+ * @example
+ * ```ts
+ * checkLibraryVersion(100, "/opt/libmtc.so"); // 0.1.0: fine for 0.1 bindings
+ * ```
+ */
+export function checkLibraryVersion(found: number, path: string, expected: number = EXPECTED_VERSION_NUMBER): void {
+  const major = Math.floor(expected / 10000);
+  const minor = Math.floor(expected / 100) % 100;
+  const series = major === 0 ? `0.${minor}.x` : `${major}.x`;
+  const same = Math.floor(found / 10000) === major && (major !== 0 || Math.floor(found / 100) % 100 === minor);
+  if (!Number.isInteger(found) || !same) {
+    throw new MtcError(
+      Status.MTC_ERR_UNSUPPORTED,
+      `libmtc at ${path} is version ${versionText(found)}, but these bindings need ${series} ` +
+        `(written for ${versionText(expected)}); rebuild the library or update the bindings`,
+    );
+  }
+}
+
+/** One place to look for the library, and how it was chosen. */
+interface Candidate {
+  path: string;
+  source: "explicit path" | "MTC_LIBRARY_PATH" | "packaged library" | "local build";
+}
+
+/** Where loadLibrary looks, in order; the first that exists wins. */
+function candidates(path: string | undefined): Candidate[] {
+  if (path !== undefined) return [{ path, source: "explicit path" }];
+  const fromEnv = getEnv("MTC_LIBRARY_PATH");
+  if (fromEnv !== undefined && fromEnv !== "") return [{ path: fromEnv, source: "MTC_LIBRARY_PATH" }];
+  const found: Candidate[] = [];
+  const packaged = packagedLibraryPath();
+  if (packaged !== undefined) found.push({ path: packaged, source: "packaged library" });
+  const local = filePath(new URL(`zig-out/lib/${libraryFileName()}`, rootUrl()));
+  if (local !== undefined) found.push({ path: local, source: "local build" });
+  return found;
+}
+
+/** Why nothing was found, naming every place looked at. */
+function notFound(tried: Candidate[]): MtcError {
+  let where: string;
+  if (tried.length === 0) {
+    where = `MTC_LIBRARY_PATH is not set, and this module was loaded from ${import.meta.url}, ` +
+      "not from a file, so there is no library next to it";
+  } else if (tried[0]!.source === "explicit path") {
+    where = `looked for ${tried[0]!.path}, which does not exist`;
+  } else if (tried[0]!.source === "MTC_LIBRARY_PATH") {
+    where = `MTC_LIBRARY_PATH names ${tried[0]!.path}, which does not exist`;
+  } else {
+    where = "MTC_LIBRARY_PATH is not set and there is " +
+      tried.map((c) => `no ${c.source} at ${c.path}`).join(" and ");
+  }
+  const hint = PACKAGED
+    ? `the npm package ships a library for linux-x64 only (this is ${platformTag()}); ` +
+      "build libmtc from source and set MTC_LIBRARY_PATH to it"
+    : BUILD_HINT;
+  return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${hint}`);
+}
+
+/**
+ * Opens libmtc from `path` (or, without one, from MTC_LIBRARY_PATH, the
+ * npm package's prebuilt library or the local build) and checks its
+ * version before binding anything else, so that a library of another
+ * version is reported as such. Not cached: use {@link library}.
  * Throws MtcError (MTC_ERR_UNSUPPORTED) saying where it looked, with the
  * runtime's load error as `cause`.
  *
@@ -73,48 +176,40 @@ function versionText(n: number): string {
  */
 export function loadLibrary(path?: string): MtcLibrary {
   const backend = currentBackend();
-  let source: string;
-  if (path !== undefined) {
-    source = "explicit path";
-  } else {
-    const fromEnv = getEnv("MTC_LIBRARY_PATH");
-    if (fromEnv !== undefined && fromEnv !== "") {
-      path = fromEnv;
-      source = "MTC_LIBRARY_PATH";
-    } else {
-      path = localBuildPath();
-      source = "local build";
-    }
-  }
-  const exists = backend.fileExists(path);
-  if (exists === false) {
-    const where = source === "local build"
-      ? `MTC_LIBRARY_PATH is not set and there is no local build at ${path}`
-      : `${source === "MTC_LIBRARY_PATH" ? "MTC_LIBRARY_PATH names" : "looked for"} ${path}, which does not exist`;
-    throw new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${BUILD_HINT}`);
-  }
-  let symbols: NativeSymbols;
-  let functionAddress: MtcLibrary["functionAddress"];
-  try {
-    const opened = backend.open(path, table);
-    symbols = opened.symbols as unknown as NativeSymbols;
-    functionAddress = (name) => opened.functionAddress(name);
-  } catch (cause) {
+  const tried = candidates(path);
+  // A file that cannot be checked (fileExists undefined) is tried anyway.
+  const chosen = tried.find((c) => backend.fileExists(c.path) !== false);
+  if (chosen === undefined) throw notFound(tried);
+  const { source } = chosen;
+  path = chosen.path;
+  const loadError = (cause: unknown): MtcError => {
     const why = cause instanceof Error ? cause.message : String(cause);
-    throw new MtcError(
+    return new MtcError(
       Status.MTC_ERR_UNSUPPORTED,
       `could not load libmtc from ${path} (${source}): ${why}; ${BUILD_HINT}`,
       { cause },
     );
+  };
+  // The version first, through a table of one function: a library of
+  // another version may lack functions these bindings need.
+  let probe: ReturnType<FfiBackend["open"]>;
+  try {
+    probe = backend.open(path, { mtc_version_number: table.mtc_version_number });
+  } catch (cause) {
+    throw loadError(cause);
   }
-  const versionNumber = symbols.mtc_version_number();
-  const expectedMajor = Math.floor(EXPECTED_VERSION_NUMBER / 10000);
-  if (Math.floor(versionNumber / 10000) !== expectedMajor) {
-    throw new MtcError(
-      Status.MTC_ERR_UNSUPPORTED,
-      `libmtc at ${path} is version ${versionText(versionNumber)}, but these bindings need ${expectedMajor}.x ` +
-        `(written for ${versionText(EXPECTED_VERSION_NUMBER)}); rebuild the library or update the bindings`,
-    );
+  const versionNumber = Number((probe.symbols.mtc_version_number as () => number)());
+  let symbols: NativeSymbols;
+  let functionAddress: MtcLibrary["functionAddress"];
+  try {
+    checkLibraryVersion(versionNumber, path);
+    const opened = backend.open(path, table);
+    symbols = opened.symbols as unknown as NativeSymbols;
+    functionAddress = (name) => opened.functionAddress(name);
+  } catch (cause) {
+    throw cause instanceof MtcError ? cause : loadError(cause);
+  } finally {
+    probe.close(); // the full table holds its own reference
   }
   if (getEnv("MTC_TRACE_FFI") === "1") symbols = traceSymbols(symbols);
   return { path, symbols, functionAddress, backend, versionNumber, versionString: symbols.mtc_version_string() };
