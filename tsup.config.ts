@@ -45,6 +45,8 @@ function emitDeclarations(): void {
       "--emitDeclarationOnly",
       "--allowImportingTsExtensions",
       "--strict",
+      "--noImplicitOverride",
+      "--verbatimModuleSyntax",
       "--skipLibCheck",
       "--target", "ESNext",
       "--module", "ESNext",

@@ -89,7 +89,23 @@ export function localBuildPath(): string {
   return filePath(url) ?? url.href;
 }
 
-const BUILD_HINT = "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
+/** What to do about a missing or unloadable library, for this copy of the bindings. */
+function buildHint(): string {
+  if (PACKAGED) {
+    return `the npm package ships libmtc for linux-x64 with glibc 2.28 or newer (this machine: ${platformTag()}); ` +
+      "elsewhere, build libmtc from source and set MTC_LIBRARY_PATH to it";
+  }
+  return "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
+}
+
+/** The hint for a load error: Deno's missing permission, or how to get a library. */
+function loadHint(cause: unknown): string {
+  const name = (cause as { name?: string } | null)?.name;
+  if (runtime === "deno" && (name === "NotCapable" || name === "PermissionDenied")) {
+    return "run deno with --allow-ffi (and --allow-env, --allow-read so that MTC_LIBRARY_PATH and the lookup work)";
+  }
+  return buildHint();
+}
 
 function versionText(n: number): string {
   return `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`;
@@ -153,11 +169,7 @@ function notFound(tried: Candidate[]): MtcError {
     where = "MTC_LIBRARY_PATH is not set and there is " +
       tried.map((c) => `no ${c.source} at ${c.path}`).join(" and ");
   }
-  const hint = PACKAGED
-    ? `the npm package ships a library for linux-x64 only (this is ${platformTag()}); ` +
-      "build libmtc from source and set MTC_LIBRARY_PATH to it"
-    : BUILD_HINT;
-  return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${hint}`);
+  return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${buildHint()}`);
 }
 
 /**
@@ -186,7 +198,7 @@ export function loadLibrary(path?: string): MtcLibrary {
     const why = cause instanceof Error ? cause.message : String(cause);
     return new MtcError(
       Status.MTC_ERR_UNSUPPORTED,
-      `could not load libmtc from ${path} (${source}): ${why}; ${BUILD_HINT}`,
+      `could not load libmtc from ${path} (${source}): ${why}; ${loadHint(cause)}`,
       { cause },
     );
   };
