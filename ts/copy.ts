@@ -7,10 +7,10 @@
 
 import { BlockHolder } from "./block.ts";
 import { CURRENT_CUDA, DEVICE_CPU, type Device, parseDevice } from "./device.ts";
-import { DeviceTensor, holderOf } from "./device_tensor.ts";
-import { allocateStorage, type DType, DTYPE_SIZE, dtypeOf, isNaturalDType, type TypedArray } from "./dtype.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
-import type { FfiBackend } from "./ffi/backend.ts";
+import { leafWords, sourceDevices, writeLeaves } from "./descriptors.ts";
+import { DeviceTensor } from "./device_tensor.ts";
+import { allocateStorage, type DType, dtypeOf, isNaturalDType, type TypedArray } from "./dtype.ts";
+import { MtcError, Status, statusName } from "./errors.ts";
 import { library, type MtcLibrary, requireSymbol } from "./ffi/library.ts";
 import type { NativeSymbols } from "./ffi/symbols.ts";
 import { hostLeafView, pinnedBuffer } from "./host_output.ts";
@@ -75,15 +75,12 @@ export type Copied<T, D extends Device> = [D] extends ["cpu"] ? OnHost<T>
 
 // --------------------------------------------------------- reused buffers
 
-const LEAF_BYTES = 40; // sizeof(mtc_leaf)
 const RESULT_BYTES = 32; // sizeof(mtc_leaf_result)
 const RESULT_REUSED = 1;
 const RESULT_PACKED = 2;
 const TWO_32 = 4294967296;
 
-// One descriptor buffer and one result buffer for all copies: C copies the
-// descriptors in mtc_plan_add_leaves, and results are read synchronously.
-let leafWords = new Uint32Array((64 * LEAF_BYTES) / 4);
+// One result buffer for all copies: results are read synchronously.
 let resultWords = new Uint32Array((64 * RESULT_BYTES) / 4);
 let resultInts = new Int32Array(resultWords.buffer);
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
@@ -91,8 +88,6 @@ const optionsView = new DataView(optionsBytes.buffer);
 const outWords = new Uint32Array(2); // mtc_plan **, mtc_event **, int32_t * out-parameters
 const statsBytes = new Uint8Array(PLAN_STATS_SIZE);
 new DataView(statsBytes.buffer).setUint32(0, PLAN_STATS_SIZE, true); // struct_size, kept: C only writes the rest
-/** CUDA devices of the DeviceTensor sources of the copy being started (distinct, in order of appearance). */
-const sourceDevices: number[] = [];
 
 function capacityFor(count: number): number {
   let n = 64;
@@ -104,21 +99,10 @@ function u64At(words: Uint32Array, index: number): number {
   return words[index]! + words[index + 1]! * TWO_32;
 }
 
-function setU64At(words: Uint32Array, index: number, value: number): void {
-  words[index] = value >>> 0;
-  words[index + 1] = Math.floor(value / TWO_32);
-}
-
 // ------------------------------------------------------------- helpers
 
 function leafDType(leaf: Leaf): DType {
   return leaf instanceof Tensor || leaf instanceof DeviceTensor ? leaf.dtype : dtypeOf(leaf);
-}
-
-function elementCount(shape: readonly number[]): number {
-  let count = 1;
-  for (const extent of shape) count *= extent;
-  return count;
 }
 
 function leafShape(leaf: Leaf): readonly number[] {
@@ -130,62 +114,6 @@ function currentCudaDevice(sym: NativeSymbols): number {
   const status = sym.mtc_cuda_current_device(outWords);
   if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
   return outWords[0]! | 0;
-}
-
-/**
- * Writes leaf i's mtc_leaf for every listed leaf; takes a block share for
- * each DeviceTensor source, and lists the source devices in sourceDevices.
- */
-function writeLeaves(backend: FfiBackend, t: Traversal, shares: BlockHolder[]): void {
-  const count = t.leaves.length;
-  if (leafWords.length * 4 < count * LEAF_BYTES) leafWords = new Uint32Array((capacityFor(count) * LEAF_BYTES) / 4);
-  const w = leafWords;
-  sourceDevices.length = 0;
-  let lastDevice = DEVICE_CPU;
-  for (let i = 0; i < count; i++) {
-    const leaf = t.leaves[i]!;
-    const at = i * (LEAF_BYTES / 4);
-    let address: number;
-    let bytes: number;
-    let device: number;
-    let elementSize: number;
-    if (leaf instanceof DeviceTensor) {
-      address = leaf.address;
-      bytes = leaf.byteLength;
-      device = leaf.deviceIndex;
-      if (device !== lastDevice) {
-        lastDevice = device;
-        if (!sourceDevices.includes(device)) sourceDevices.push(device);
-      }
-      elementSize = DTYPE_SIZE[leaf.dtype];
-      const holder = holderOf(leaf);
-      if (holder !== null) {
-        holder.acquire(); // the source block lives until the copy has read it
-        shares.push(holder);
-      }
-    } else {
-      const data = leaf instanceof Tensor ? leaf.data : leaf;
-      if (leaf instanceof Tensor && data.length !== elementCount(leaf.shape)) {
-        throw invalidArgument(
-          `the Tensor's ${data.constructor.name} has ${data.length} elements but its shape [${leaf.shape.join(", ")}] needs ` +
-            `${elementCount(leaf.shape)} (was its buffer detached or resized?)`,
-          leafPath(t, i),
-        );
-      }
-      address = backend.pointerOf(data);
-      bytes = data.byteLength;
-      device = DEVICE_CPU;
-      elementSize = leaf instanceof Tensor ? DTYPE_SIZE[leaf.dtype] : (data as Uint8Array).BYTES_PER_ELEMENT;
-    }
-    setU64At(w, at, address); // address
-    setU64At(w, at + 2, bytes); // bytes
-    w[at + 4] = 0; // row_pitch
-    w[at + 5] = 0;
-    w[at + 6] = device >>> 0; // device (int32)
-    w[at + 7] = elementSize; // element_size
-    w[at + 8] = 0; // row_count: contiguous
-    w[at + 9] = 0; // flags
-  }
 }
 
 function planError(sym: NativeSymbols, plan: number, status: number, t: Traversal): MtcError {
@@ -669,7 +597,7 @@ export function startCopyWith<T, D extends Device>(
   const plan = u64At(outWords, 0);
   const record: PlanRecord = { plan, traversal: t, shares: [] };
   try {
-    writeLeaves(lib.backend, t, record.shares);
+    writeLeaves(lib, t, record.shares);
     let status = sym.mtc_plan_add_leaves(plan, leafWords, t.leaves.length);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
     if (openScopes !== 0 || streams !== null) bindStreams(sym, plan, target, streams);

@@ -37,6 +37,8 @@ export class Tensor {
   readonly shape: readonly number[];
   /** The element type. */
   readonly dtype: DType;
+  /** Number of elements (the product of the shape), fixed at construction. */
+  readonly size: number;
 
   /**
    * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
@@ -77,6 +79,7 @@ export class Tensor {
     // frozen arrays on a slow path, and copies read every tensor's shape.
     this.shape = shape.slice();
     this.dtype = resolved;
+    this.size = count;
   }
 
   /** Bytes the tensor occupies (elements × element size). */

@@ -8,6 +8,8 @@
 
 #include "device.h"
 #include "keep_loaded.h"
+#include "plan.h"
+#include "spin.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static int started;
@@ -20,6 +22,14 @@ static void *background_main(void *arg) {
   mtc_device_mark_library_thread();
   pthread_mutex_lock(&lock);
   for (;;) {
+    /* Copies often come back to back (a loader's loop): spin briefly
+     * before sleeping, so the next one starts without a wake-up. */
+    uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
+    while (head == NULL && mtc_clock_ns() < spin_until) {
+      pthread_mutex_unlock(&lock);
+      mtc_cpu_relax();
+      pthread_mutex_lock(&lock);
+    }
     while (head == NULL) pthread_cond_wait(&queued, &lock);
     mtc_background_item *item = head;
     head = item->next;

@@ -11,6 +11,7 @@
 
 #include "cuda_driver.h"
 #include "options.h"
+#include "spin.h"
 #include "transfer.h"
 
 static atomic_uint_fast64_t plans_live;
@@ -238,6 +239,30 @@ MTC_API mtc_status mtc_plan_add_leaf(mtc_plan *plan, const mtc_leaf *leaf,
   mtc_status status = mtc_plan_add_leaves(plan, leaf, 1);
   if (status == MTC_OK && out_index != NULL) *out_index = index;
   return status;
+}
+
+MTC_API mtc_status mtc_leaves_set_addresses(mtc_leaf *leaves, uint64_t first,
+                                            uint32_t count, const void *view0,
+                                            const void *view1, const void *view2,
+                                            const void *view3, const void *view4,
+                                            const void *view5, const void *view6,
+                                            const void *view7) {
+  const void *views[8] = {view0, view1, view2, view3,
+                          view4, view5, view6, view7};
+  if (count > 8) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "count is %u; at most 8 views per call", count);
+  }
+  if (leaves == NULL && count > 0) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "leaves must not be NULL");
+  }
+  for (uint32_t k = 0; k < count; k++) {
+    mtc_leaf *leaf = &leaves[first + k];
+    if (views[k] != NULL && leaf->bytes != 0) {
+      leaf->address = (uint64_t)(uintptr_t)views[k];
+    }
+  }
+  return MTC_OK;
 }
 
 MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan) {
@@ -515,6 +540,14 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
     record_error_locked(plan, -1);
     pthread_mutex_unlock(&plan->lock);
     return MTC_ERR_INVALID_STATE;
+  }
+  /* A small copy is submitted within tens of µs: spin that long before
+   * sleeping, since waking a sleeping thread costs as much again. */
+  uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
+  while (plan->phase == MTC_PHASE_SUBMITTING && mtc_clock_ns() < spin_until) {
+    pthread_mutex_unlock(&plan->lock);
+    mtc_cpu_relax();
+    pthread_mutex_lock(&plan->lock);
   }
   while (plan->phase == MTC_PHASE_SUBMITTING) {
     pthread_cond_wait(&plan->submitted, &plan->lock);

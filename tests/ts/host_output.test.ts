@@ -194,10 +194,10 @@ hostTest("a pinned output can be copied back to the device, and a released one c
   assertEquals(again.toHost(), new Float32Array([3, 1, 4]));
   releaseHostOutput(back);
   assertSame(back.length, 0);
-  // A detached array is empty: copying it copies nothing (no stale read).
-  const empty = startCopy(back, "cuda:0").get();
-  assertSame(empty.byteLength, 0);
-  disposeAll([onGpu, again, empty]);
+  // A released output's buffer is detached: copying it is an error, not an empty copy.
+  const error = assertThrows(() => startCopy({ back }, "cuda:0"), MtcError, "detached");
+  assertSame(error.path, ".back");
+  disposeAll([onGpu, again]);
   assertThrows(() => startCopy(new Tensor(back as Float32Array, [3]), "cuda:0"), MtcError);
 });
 

@@ -100,6 +100,23 @@ export const symbols = {
     ],
     result: "i32", /* mtc_status */
   },
+  mtc_leaves_set_addresses: {
+    args: [
+      "buffer", /* mtc_leaf *leaves */
+      "u64", /* uint64_t first */
+      "u32", /* uint32_t count */
+      "buffer", /* const void *view0 */
+      "buffer", /* const void *view1 */
+      "buffer", /* const void *view2 */
+      "buffer", /* const void *view3 */
+      "buffer", /* const void *view4 */
+      "buffer", /* const void *view5 */
+      "buffer", /* const void *view6 */
+      "buffer", /* const void *view7 */
+    ],
+    result: "i32", /* mtc_status */
+    optional: true,
+  },
   mtc_plan_add_leaves: {
     args: [
       "ptr", /* mtc_plan *plan */
