@@ -25,6 +25,7 @@ const lib_sources = [_][]const u8{
     "lib/src/pinned_pool.c",
     "lib/src/plan.c",
     "lib/src/planner.c",
+    "lib/src/spin.c",
     "lib/src/stage_copy.c",
     "lib/src/staging_pool.c",
     "lib/src/stream_api.c",
