@@ -42,8 +42,11 @@ export type TypedArray =
 
 /** A Float16Array, typed structurally because not every TypeScript lib has it. */
 export interface Float16ArrayLike extends ArrayBufferView {
+  /** Number of elements. */
   readonly length: number;
+  /** Always "Float16Array": how a Float16Array is told apart from other views. */
   readonly [Symbol.toStringTag]: "Float16Array";
+  /** Element `index`, as a number. */
   [index: number]: number;
 }
 

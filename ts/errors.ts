@@ -72,6 +72,11 @@ export class MtcError extends Error {
   /** The path of the leaf the error is about, "" for the root, or undefined. */
   readonly path: string | undefined;
 
+  /**
+   * An error with `status` (an `mtc_status` value) and `message`; with
+   * `options.path`, the message starts with that leaf path ("(root)" for
+   * ""), and `options.cause` becomes the standard `cause`.
+   */
   constructor(
     status: number,
     message: string,

@@ -176,6 +176,12 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
   readonly #to: ResolvedSpec;
   #adjoint: ToDevice<D, S> | null = null;
 
+  /**
+   * The operator from `source` to `target`: each a device name, or a
+   * {@link DeviceSpec} that also names its streams. "cuda" is resolved to
+   * the current device now. Throws MtcError (MTC_ERR_INVALID_ARGUMENT) for
+   * a malformed device or spec, or a stream of another device.
+   */
   constructor(source: S | DeviceSpec<S>, target: D | DeviceSpec<D>) {
     this.#from = resolveSpec(source, "source");
     this.#to = resolveSpec(target, "target");
