@@ -19,6 +19,7 @@ const lib_sources = [_][]const u8{
     "lib/src/device.c",
     "lib/src/error.c",
     "lib/src/event.c",
+    "lib/src/fault.c",
     "lib/src/keep_loaded.c",
     "lib/src/kernels.c",
     "lib/src/options.c",
@@ -175,6 +176,12 @@ pub fn build(b: *std.Build) void {
             run.addFileArg(fake.getEmittedBin());
             test_step.dependOn(&run.step);
         }
+
+        // MTC_FAULT's scenarios, each in a child process of its own.
+        const faults = testExecutable(b, "test_faults", config, static);
+        const run_faults = b.addRunArtifact(faults);
+        run_faults.addFileArg(fake.getEmittedBin());
+        test_step.dependOn(&run_faults.step);
 
         kernelTests(b, config, test_step, gpu_bins, fake, static, kernels);
 

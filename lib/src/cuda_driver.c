@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fault.h"
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static mtc_cuda_api api;
@@ -71,6 +72,12 @@ static const symbol_entry symbols[] = {
 };
 
 static void load_driver(void) {
+  /* A malformed MTC_FAULT (fault.h) fails the load instead of being
+   * ignored: a test that meant to inject faults must not pass without. */
+  if (mtc_fault_configure(load_message, sizeof load_message) != MTC_OK) {
+    load_status = MTC_ERR_INVALID_ARGUMENT;
+    return;
+  }
   const char *override = getenv("MTC_CUDA_DRIVER");
   const char *path =
       (override != NULL && override[0] != '\0') ? override : "libcuda.so.1";
@@ -140,6 +147,7 @@ static void load_driver(void) {
     table.cuLaunchKernel = NULL;
   }
 
+  mtc_fault_install(&table);
   api = table;
   load_status = MTC_OK;
 }
