@@ -25,6 +25,7 @@ export class BlockHolder {
   readonly block: number;
   #shares = 0;
 
+  /** Takes one C reference on `block` (an mtc_block pointer) and registers the backstop. */
   constructor(block: number) {
     this.block = block;
     library().symbols.mtc_block_retain(block);

@@ -17,17 +17,6 @@ import { ownedCopy } from "./host_output.ts";
  */
 export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 
-/** What the copy that made a DeviceTensor knows about it. */
-export interface DeviceTensorInit {
-  address: number;
-  shape: readonly number[];
-  dtype: DType;
-  device: number;
-  block: number;
-  offset: number;
-  packed: boolean;
-}
-
 /**
  * A tensor in CUDA device memory, made by {@link startCopy}. It holds a
  * share of the device allocation ("block") it lives in; packed tensors share
@@ -63,21 +52,32 @@ export class DeviceTensor {
   #holder: BlockHolder | null;
   #disposed = false;
 
-  /** @internal Made by startCopy; the holder share is the caller's, now owned by this tensor. */
-  constructor(init: DeviceTensorInit, holder: BlockHolder | null) {
-    this.address = init.address;
+  /**
+   * @internal Made by startCopy (positional: results come by the hundred).
+   * The holder share is the caller's, now owned by this tensor.
+   */
+  constructor(
+    address: number,
+    shape: readonly number[],
+    dtype: DType,
+    device: number,
+    byteLength: number,
+    block: number,
+    offset: number,
+    packed: boolean,
+    holder: BlockHolder | null,
+  ) {
+    this.address = address;
     // Shared with the source Tensor or fresh; read-only by type, not frozen,
-    // since Object.freeze costs ~1 µs a tensor in Bun and results come by the hundred.
-    this.shape = init.shape;
-    this.dtype = init.dtype;
-    this.deviceIndex = init.device;
-    this.device = deviceName(init.device);
-    let count = 1;
-    for (const extent of this.shape) count *= extent;
-    this.byteLength = count * DTYPE_SIZE[init.dtype];
-    this.block = init.block;
-    this.offset = init.offset;
-    this.packed = init.packed;
+    // since Object.freeze costs ~1 µs a tensor in Bun.
+    this.shape = shape;
+    this.dtype = dtype;
+    this.deviceIndex = device;
+    this.device = deviceName(device);
+    this.byteLength = byteLength;
+    this.block = block;
+    this.offset = offset;
+    this.packed = packed;
     // The holder is reachable only through its tensors: when the last one is
     // collected without dispose(), the holder's own finalizer frees the block.
     this.#holder = holder;

@@ -11,6 +11,7 @@ export type BoundFunctions = Record<string, (...args: never[]) => unknown>;
 
 /** A library opened by a backend. */
 export interface OpenedLibrary {
+  /** The table's functions that the library has, by name. */
   readonly symbols: BoundFunctions;
   /**
    * The address of a bound C function (for C callbacks such as Bun's
@@ -18,11 +19,13 @@ export interface OpenedLibrary {
    * expose it (Deno) or the library lacks the function.
    */
   functionAddress(key: string): number | undefined;
+  /** Closes this handle (the library stays mapped while other handles or its threads use it). */
   close(): void;
 }
 
 /** One runtime's FFI, reduced to what libmtc's bindings use. */
 export interface FfiBackend {
+  /** The runtime this backend serves. */
   readonly runtime: "bun" | "deno";
   /** True where externalBuffer takes a C deallocator (Bun). */
   readonly externalDeallocators: boolean;
