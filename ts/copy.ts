@@ -101,14 +101,6 @@ function u64At(words: Uint32Array, index: number): number {
 
 // ------------------------------------------------------------- helpers
 
-function leafDType(leaf: Leaf): DType {
-  return leaf instanceof Tensor || leaf instanceof DeviceTensor ? leaf.dtype : dtypeOf(leaf);
-}
-
-function leafShape(leaf: Leaf): readonly number[] {
-  return leaf instanceof Tensor || leaf instanceof DeviceTensor ? leaf.shape : [leaf.length];
-}
-
 /** The current CUDA device of this thread ("cuda"). */
 function currentCudaDevice(sym: NativeSymbols): number {
   const status = sym.mtc_cuda_current_device(outWords);
@@ -237,16 +229,31 @@ function collectDevice(t: Traversal): void {
       }
       holder.acquire();
     }
+    let shape: readonly number[];
+    let dtype: DType;
+    let byteLength: number;
+    if (leaf instanceof Tensor) {
+      shape = leaf.shape;
+      dtype = leaf.dtype;
+      byteLength = leaf.data.byteLength;
+    } else if (leaf instanceof DeviceTensor) {
+      shape = leaf.shape;
+      dtype = leaf.dtype;
+      byteLength = leaf.byteLength;
+    } else {
+      shape = [leaf.length];
+      dtype = dtypeOf(leaf);
+      byteLength = leaf.byteLength;
+    }
     const output = new DeviceTensor(
-      {
-        address: u64At(words, at),
-        shape: leafShape(leaf),
-        dtype: leafDType(leaf),
-        device: resultInts[at + 6]!,
-        block,
-        offset: u64At(words, at + 4),
-        packed: (flags & RESULT_PACKED) !== 0,
-      },
+      u64At(words, at),
+      shape,
+      dtype,
+      resultInts[at + 6]!,
+      byteLength,
+      block,
+      u64At(words, at + 4),
+      (flags & RESULT_PACKED) !== 0,
       holder,
     );
     place(t, i, output);

@@ -179,7 +179,7 @@ test("traverse: 10,000-deep nesting works", () => {
 });
 
 test("traverse: a disposed DeviceTensor is an error naming its path", () => {
-  const dead = new DeviceTensor({ address: 0, shape: [0], dtype: "float32", device: 0, block: 0, offset: 0, packed: false }, null);
+  const dead = new DeviceTensor(0, [0], "float32", 0, 0, 0, 0, false, null);
   dead.dispose();
   assert(dead.disposed);
   const e = assertThrows(() => startCopy({ cams: [1, { depths: dead }] }, "cpu"), MtcError, ".cams[1].depths: this DeviceTensor was disposed");
@@ -188,7 +188,7 @@ test("traverse: a disposed DeviceTensor is an error naming its path", () => {
 });
 
 test("traverse: DeviceTensors already on the target are reused, others are listed", () => {
-  const onZero = new DeviceTensor({ address: 4096, shape: [4], dtype: "float32", device: 0, block: 0, offset: 0, packed: false }, null);
+  const onZero = new DeviceTensor(4096, [4], "float32", 0, 16, 0, 0, false, null);
   const t0 = traverse({ a: onZero }, 0);
   assertSame(t0.leaves.length, 0);
   assertSame((t0.root[0] as { a: unknown }).a, onZero);
