@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The JSR package: `deno publish --dry-run` type-checks ts/mod.ts, checks the
+# public API for slow types (exports without explicit types) and lists the
+# files it would publish; then checks that list against deno.json's intent:
+# the ts/ sources, README.md and deno.json, nothing else. Runs offline: the
+# dry run needs no network (jsr.io is only contacted by a real publish).
+# --allow-dirty: a dry run in a working tree with uncommitted changes; it
+# skips no check of the package.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DENO=node_modules/.bin/deno
+export DENO_NO_UPDATE_CHECK=1 NO_COLOR=1
+
+fail() { echo "jsr test: FAIL: $*" >&2; exit 1; }
+
+out=$("$DENO" publish --dry-run --allow-dirty 2>&1) || { echo "$out"; fail "deno publish --dry-run"; }
+echo "$out"
+grep -q "Checking for slow types in the public API" <<<"$out" || fail "the dry run did not check for slow types"
+grep -q "Success Dry run complete" <<<"$out" || fail "the dry run did not complete"
+
+files=$(sed -n 's|^ *file://'"$PWD"'/\([^ ]*\) (.*|\1|p' <<<"$out" | sort)
+[ -n "$files" ] || fail "no file list in the dry run's output"
+for f in deno.json README.md ts/mod.ts ts/ffi/library.ts ts/ffi/symbols.ts; do
+  grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
+done
+others=$(grep -vE '^(deno\.json|README\.md|ts/.+\.ts)$' <<<"$files" || true)
+[ -z "$others" ] || fail "the package would publish files outside ts/: $others"
+! grep -qxF ts/testing.ts <<<"$files" || fail "ts/testing.ts (test helpers) would be published"
+echo "jsr test: $(wc -l <<<"$files") files (deno.json, README.md, ts/); no slow types"
