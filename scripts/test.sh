@@ -42,6 +42,9 @@ suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CU
 suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
 suite "benchmark smoke run under Bun (emulated driver; checks that it runs, times nothing)" \
   env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
+suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
+suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh
+suite "docs: deno doc --lint and --html (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
 suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
 suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
 
