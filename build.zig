@@ -17,6 +17,7 @@ const lib_sources = [_][]const u8{
     "lib/src/cuda_driver.c",
     "lib/src/debug_kernels.c",
     "lib/src/device.c",
+    "lib/src/dlpack.c",
     "lib/src/error.c",
     "lib/src/event.c",
     "lib/src/fault.c",
@@ -95,6 +96,7 @@ const unit_tests = [_][]const u8{
 const device_tests = [_][]const u8{
     "test_device",
     "test_streams",
+    "test_dlpack",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
@@ -176,6 +178,14 @@ pub fn build(b: *std.Build) void {
             run.addFileArg(fake.getEmittedBin());
             test_step.dependOn(&run.step);
         }
+
+        // test_dlpack again with dlpack.h's declarations included before mtc.h.
+        const dlpack_first = testExecutable(b, "test_dlpack", config, static);
+        dlpack_first.root_module.addCMacro("MTC_TEST_DLPACK_HEADER_FIRST", "1");
+        const run_dlpack_first = b.addRunArtifact(dlpack_first);
+        run_dlpack_first.setName("run test_dlpack (dlpack.h first)");
+        run_dlpack_first.addFileArg(fake.getEmittedBin());
+        test_step.dependOn(&run_dlpack_first.step);
 
         // MTC_FAULT's scenarios, each in a child process of its own.
         const faults = testExecutable(b, "test_faults", config, static);
