@@ -91,8 +91,11 @@ sed 's|from "multi-tensor-copier"|from "npm:multi-tensor-copier"|' tests/package
 ls "$APP/node_modules"
 
 cd "$APP"
+# The package is built with the CUDA kernels unless setup was told to skip nvcc.
+KERNELS=true
+[ "${MTC_SETUP_NVCC:-1}" = 0 ] && KERNELS=false
 step "Bun: copy to cpu (no CUDA driver)"
-expect_output "cpu copy ok" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUN" smoke.ts
+expect_output "libmtc $VERSION, kernels $KERNELS: cpu copy ok" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUN" smoke.ts
 step "Bun: copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "$BUN" smoke.ts
 step "Deno (node_modules, bare specifier): copy to cpu (no CUDA driver)"

@@ -4,7 +4,7 @@
 //
 //   smoke.ts                      copy to "cpu", and to "cuda:0" and back where a driver is found
 //   smoke.ts --expect-error TEXT  the first use must throw MtcError whose message includes TEXT
-import { cudaDeviceCount, DeviceTensor, disposeAll, libraryVersion, MtcError, startCopy, Tensor } from "multi-tensor-copier";
+import { cudaDeviceCount, DeviceTensor, disposeAll, hasKernels, libraryVersion, MtcError, startCopy, Tensor } from "multi-tensor-copier";
 
 // Runtime globals through one cast: the consumer's type check runs with no
 // runtime's types (no bun-types, no DOM), to show the declarations need none.
@@ -79,7 +79,7 @@ if (devices > 0) {
   check(sameBytes(back.map.get("depth") as Uint16Array, batch.map.get("depth")!), "depth comes back unchanged");
   disposeAll(onGpu);
   handle.dispose();
-  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}: cpu and cuda:0 round trip ok (${devices} device(s))`);
+  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}, kernels ${hasKernels()}: cpu and cuda:0 round trip ok (${devices} device(s))`);
 } else {
-  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}: cpu copy ok (no CUDA device)`);
+  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}, kernels ${hasKernels()}: cpu copy ok (no CUDA device)`);
 }
