@@ -108,6 +108,9 @@ const Config = struct {
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.OptimizeMode,
     tsan: bool,
+    /// `-Dsanitize=address`: the AddressSanitizer runtime the tests link
+    /// (zig ships none), or null.
+    asan_runtime: ?[]const u8,
 };
 
 pub fn build(b: *std.Build) void {
@@ -118,6 +121,8 @@ pub fn build(b: *std.Build) void {
         .optimize = optimize,
         // `zig build test -Dtsan` runs the C tests under ThreadSanitizer.
         .tsan = b.option(bool, "tsan", "Build with ThreadSanitizer (for the tests)") orelse false,
+        // `zig build test -Dsanitize=address`: AddressSanitizer and UBSan.
+        .asan_runtime = asanRuntime(b),
     };
 
     // The kernels' fatbin as a C source, or null: built without kernels.
@@ -357,6 +362,7 @@ fn kernelTestExecutable(
     mod.linkLibrary(lib);
     mod.linkSystemLibrary("pthread", .{});
     mod.linkSystemLibrary("dl", .{});
+    sanitize(b, config, mod, true);
     return b.addExecutable(.{ .name = name, .root_module = mod });
 }
 
@@ -379,6 +385,7 @@ fn libModule(b: *std.Build, config: Config, kernels: ?std.Build.LazyPath) *std.B
     // glibc targets linking too.
     mod.linkSystemLibrary("pthread", .{});
     mod.linkSystemLibrary("dl", .{});
+    sanitize(b, config, mod, false);
     return mod;
 }
 
@@ -403,6 +410,7 @@ fn testExecutable(
     mod.addIncludePath(b.path("tests/c"));
     mod.linkLibrary(static);
     mod.linkSystemLibrary("pthread", .{});
+    sanitize(b, config, mod, true);
     return b.addExecutable(.{ .name = name, .root_module = mod });
 }
 
@@ -426,5 +434,45 @@ fn headerTest(
     // Only the public header: these tests prove it stands alone.
     mod.addIncludePath(b.path("lib/include"));
     mod.linkLibrary(static);
+    sanitize(b, config, mod, true);
     return b.addExecutable(.{ .name = name, .root_module = mod });
+}
+
+/// `-Dsanitize=address`: the runtime's path. Zig compiles C with ASan
+/// instrumentation but ships no ASan runtime, so the tests link the
+/// system's (GCC's libasan, which the instrumentation's ABI matches);
+/// -Dasan-runtime=PATH names another.
+fn asanRuntime(b: *std.Build) ?[]const u8 {
+    const Sanitizer = enum { none, address };
+    const wanted = b.option(Sanitizer, "sanitize", "address: build the C tests with AddressSanitizer and UBSan (links GCC's libasan)") orelse .none;
+    const given = b.option([]const u8, "asan-runtime", "AddressSanitizer runtime for -Dsanitize=address (default: gcc -print-file-name=libasan.so)");
+    if (wanted == .none) return null;
+    if (given) |path| return path;
+    const found = std.process.Child.run(.{
+        .allocator = b.allocator,
+        .argv = &.{ "gcc", "-print-file-name=libasan.so" },
+    }) catch null;
+    if (found) |run| {
+        const path = std.mem.trim(u8, run.stdout, " \n");
+        // gcc echoes the bare name back when it has no such file.
+        if (std.fs.path.isAbsolute(path)) return path;
+    }
+    std.debug.print("error: -Dsanitize=address needs an AddressSanitizer runtime and zig ships none: " ++
+        "install GCC's (Debian: apt-get install gcc, which brings libasan8) or pass -Dasan-runtime=/path/to/libasan.so\n", .{});
+    std.process.exit(1);
+}
+
+/// Under -Dsanitize=address: instruments mod's C sources for
+/// AddressSanitizer, makes UBSan report (not trap), and links the ASan
+/// runtime into executables.
+fn sanitize(b: *std.Build, config: Config, mod: *std.Build.Module, executable: bool) void {
+    const runtime = config.asan_runtime orelse return;
+    const flags = [_][]const u8{ "-fsanitize=address", "-fno-omit-frame-pointer" };
+    mod.sanitize_c = .full;
+    for (mod.link_objects.items) |item| switch (item) {
+        .c_source_files => |files| files.flags = std.mem.concat(b.allocator, []const u8, &.{ files.flags, &flags }) catch @panic("OOM"),
+        .c_source_file => |file| file.flags = std.mem.concat(b.allocator, []const u8, &.{ file.flags, &flags }) catch @panic("OOM"),
+        else => {},
+    };
+    if (executable) mod.addObjectFile(.{ .cwd_relative = runtime });
 }

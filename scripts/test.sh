@@ -33,6 +33,7 @@ exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan
+suite "C tests under AddressSanitizer + UBSan (zig build test -Dsanitize=address)" "$ZIG" build test -Dsanitize=address
 suite "exported symbols" exports_only_mtc
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
