@@ -45,6 +45,7 @@ export {
 export { type Device } from "./device.ts";
 export { DeviceTensor } from "./device_tensor.ts";
 export { disposeAll } from "./dispose.ts";
+export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./dlpack.ts";
 export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./dtype.ts";
 export { MtcError, Status, type StatusName } from "./errors.ts";
 export { isPinnedHostOutput, releaseHostOutput } from "./host_output.ts";

@@ -279,6 +279,30 @@ export const symbols = {
     ],
     result: "i32", /* mtc_status */
   },
+
+  // -------------------------------------------------------------- DLPack
+  mtc_block_to_dlpack: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_block *block */
+      "u64", /* uint64_t offset */
+      "buffer", /* const int64_t *shape */
+      "i32", /* int32_t ndim */
+      "buffer", /* const DLDataType *dtype */
+      "u32", /* uint32_t flags */
+      "buffer", /* DLManagedTensorVersioned **out */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_leaf_from_dlpack: {
+    optional: true,
+    args: [
+      "ptr", /* const DLManagedTensorVersioned *t */
+      "buffer", /* mtc_leaf *out */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_dlpack_delete: { optional: true, args: ["ptr" /* DLManagedTensorVersioned *t */], result: "void" },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */
