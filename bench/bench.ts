@@ -11,12 +11,15 @@
  * S2  8 leaves of 16 MiB float32 in pageable memory → cuda:0 (effective GB/s)
  * S3  10,000 leaves of 4 to 256 bytes → cuda:0
  * S4  the example batch already on cuda:0 → cpu
+ * S5  1,000 example batches through prefetch (depth 2) → cuda:0: batches per second
+ * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
+ *     (only with --pools, or --only P1: it takes a few seconds)
  *
  * @module
  */
 
 import { currentBackend } from "../ts/ffi/library.ts";
-import { cudaDeviceCount, DeviceTensor, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
+import { cudaDeviceCount, DeviceTensor, disposeAll, poolStats, type PoolStats, prefetch, startCopy } from "../ts/mod.ts";
 import { runtime } from "../ts/runtime.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
@@ -68,9 +71,12 @@ if (wanted("S3")) {
   results.push(await hostToDevice("S3", "10,000 leaves of 4–256 bytes → cuda:0", tiny, tiny, Math.max(20, Math.floor(runs / 4)), false));
 }
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
+if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
+const pools = only?.includes("P1") || args.includes("--pools") ? poolSteadyState(10_000) : undefined;
 
 printTable(results);
-if (jsonPath !== undefined) writeJson(jsonPath, results);
+if (pools !== undefined) printPools(pools);
+if (jsonPath !== undefined) writeJson(jsonPath, results, pools);
 
 // ------------------------------------------------------------ scenarios
 
@@ -99,6 +105,9 @@ async function hostToDevice(
   if (withExtras) {
     extra["startCopy returns"] = summarize(returned.slice(-n));
     extra["startCopy → await"] = summarize(await measureAwait(n, batch));
+    const get = summarize(library);
+    const overGet = extra["startCopy → await"]!.median - get.median;
+    extra["await over get (difference of medians)"] = { median: overGet, p10: overGet, p90: overGet, runs: n };
   }
   const naive = measure(n, () => {
     const owned = leaves.map((v) => {
@@ -136,6 +145,89 @@ function deviceToHost(id: string, what: string, n: number): ScenarioResult {
   const floor = floorCopy(bytes, n, "toHost");
   disposeAll(onGpu);
   return { id, what, leaves: sources.length, bytes, library: summarize(library), naive: summarize(naive), floor, extra: {} };
+}
+
+/**
+ * Batches per second through prefetch (depth 2), the consumer disposing each
+ * batch; the naive per-leaf copy and the floor as batches per second too
+ * (reported as µs per batch in the table, with the rate below it).
+ */
+async function prefetchThroughput(id: string, what: string, count: number): Promise<ScenarioResult> {
+  const pool = Array.from({ length: 16 }, (_, i) => makeExampleBatch(100 + i)); // a loader's fresh batches, cycled
+  const leaves = exampleLeaves();
+  const bytes = leaves.reduce((sum, v) => sum + v.byteLength, 0);
+  function* loader(n: number) {
+    for (let i = 0; i < n; i++) yield pool[i % pool.length]!;
+  }
+  const rounds: number[] = [];
+  for (let round = 0; round < 4; round++) { // round 0 is warm-up
+    const t0 = performance.now();
+    for await (const batch of prefetch(loader(count), "cuda:0", { depth: 2 })) disposeAll(batch);
+    if (round > 0) rounds.push((performance.now() - t0) / count);
+  }
+  const naiveBatches = Math.max(5, Math.floor(count / 20));
+  const naive: number[] = [];
+  measure(naiveBatches, () => {
+    const owned = leaves.map((v) => {
+      const d = driver.alloc(v.byteLength);
+      driver.copyToDevice(d, pointerOf(v), v.byteLength);
+      return d;
+    });
+    return () => owned.forEach((d) => driver.free(d));
+  }).forEach((ms) => naive.push(ms));
+  const floor = floorCopy(bytes, count, "toDevice");
+  const library = summarize(rounds);
+  return {
+    id,
+    what,
+    leaves: leaves.length,
+    bytes,
+    library,
+    naive: summarize(naive),
+    floor,
+    extra: { "batches per second (library)": rate(library), "batches per second (naive)": rate(summarize(naive)), "batches per second (floor)": rate(floor) },
+  };
+}
+
+/** A per-batch series as batches per second (the "median" field holds the rate). */
+function rate(perBatch: Series): Series {
+  const r = (us: number) => 1e6 / us;
+  return { median: r(perBatch.median), p10: r(perBatch.p90), p90: r(perBatch.p10), runs: perBatch.runs };
+}
+
+interface PoolReport {
+  copies: number;
+  before: PoolStats;
+  after: PoolStats;
+  peak: Record<string, number>;
+}
+
+/** `copies` S1 copies, outputs disposed: the pools before, after (steady state) and at their peaks. */
+function poolSteadyState(copies: number): PoolReport {
+  const batch = makeExampleBatch(1);
+  for (let i = 0; i < 100; i++) disposeAll(startCopy(batch, "cuda:0").get()); // warm-up: the steady state
+  const before = poolStats();
+  const peak: Record<string, number> = { pinnedBytesCached: 0, pinnedBytesInUse: 0, deviceBytesLive: 0, blocksLive: 0, plansLive: 0 };
+  for (let i = 0; i < copies; i++) {
+    const handle = startCopy(batch, "cuda:0");
+    const mid = poolStats();
+    const out = handle.get();
+    handle.dispose();
+    disposeAll(out);
+    for (const key of Object.keys(peak)) peak[key] = Math.max(peak[key]!, (mid as unknown as Record<string, number>)[key]!);
+  }
+  return { copies, before, after: poolStats(), peak };
+}
+
+function printPools(p: PoolReport): void {
+  console.log(`\nP1: pools around ${p.copies} S1 copies with outputs disposed (bytes)`);
+  console.log("pool                 after warm-up       after      peak");
+  for (const key of Object.keys(p.peak)) {
+    const b = (p.before as unknown as Record<string, number>)[key]!;
+    const a = (p.after as unknown as Record<string, number>)[key]!;
+    console.log(`${key.padEnd(20)} ${String(b).padStart(13)} ${String(a).padStart(10)} ${String(p.peak[key]).padStart(9)}`);
+  }
+  console.log(`pinned allocations ${p.after.pinnedAllocations - p.before.pinnedAllocations} and pool reuses ${p.after.pinnedReuses - p.before.pinnedReuses} during the run`);
 }
 
 /** One copy of `bytes` between pinned host memory and the device, then a sync. */
@@ -220,7 +312,9 @@ function printTable(rows: ScenarioResult[], title = "results"): void {
         `${(r.library.median / r.naive.median).toFixed(3).padStart(12)}  ${(r.library.median / r.floor.median).toFixed(2).padStart(12)}`,
     );
     if (r.id === "S2") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
-    for (const [name, s] of Object.entries(r.extra)) console.log(`          ${name}: ${series(s)}`);
+    for (const [name, s] of Object.entries(r.extra)) {
+      console.log(`          ${name}: ${name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : series(s)}`);
+    }
     console.log(`          ${r.what}`);
   }
 }
@@ -233,8 +327,8 @@ function us(v: number): string {
   return `${v.toFixed(1)} µs`;
 }
 
-function writeJson(path: string, rows: ScenarioResult[]): void {
-  const text = JSON.stringify({ runtime: runtimeName(), date: new Date().toISOString(), runs, scenarios: rows }, null, 2);
+function writeJson(path: string, rows: ScenarioResult[], pools?: PoolReport): void {
+  const text = JSON.stringify({ runtime: runtimeName(), date: new Date().toISOString(), runs, scenarios: rows, pools }, null, 2);
   const g = globalThis as unknown as {
     Deno?: { writeTextFileSync(p: string, t: string): void };
     Bun?: { write(p: string, t: string): unknown };

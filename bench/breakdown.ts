@@ -1,0 +1,93 @@
+/**
+ * Where the time of S1 (the example batch host → cuda:0) goes on the
+ * JavaScript side: the walk, the address reads, startCopy as a whole, the
+ * wait, building the results, disposal. Medians in µs over many copies, in
+ * one process. bench/c/plan_bench.c gives the C library's own phases.
+ *
+ *   bun bench/breakdown.ts
+ *   deno run --allow-ffi --allow-env --allow-read bench/breakdown.ts
+ *
+ * @module
+ */
+
+import { makeExampleBatch } from "../examples/example_batch.ts";
+import { traverse } from "../ts/traverse.ts";
+import { currentBackend } from "../ts/ffi/library.ts";
+import { type AsyncCopyHandle, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
+import { Tensor } from "../ts/tensor.ts";
+import type { TypedArray } from "../ts/dtype.ts";
+
+const batch = makeExampleBatch(1);
+const runs = 2000;
+const warmUp = runs / 5;
+
+function median(samples: number[]): string {
+  const sorted = samples.slice(warmUp).sort((a, b) => a - b);
+  return (sorted[sorted.length >> 1]! * 1000).toFixed(1);
+}
+
+function row(name: string, samples: number[]): void {
+  console.log(`${name.padEnd(44)} ${median(samples).padStart(8)} µs`);
+}
+
+function timeEach(fn: () => void): number[] {
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    fn();
+    samples.push(performance.now() - t0);
+  }
+  return samples;
+}
+
+const walk = traverse(batch, 0);
+const views = walk.leaves.map((leaf) => (leaf instanceof Tensor ? leaf.data : leaf) as TypedArray);
+const backend = currentBackend();
+console.log(`S1 breakdown: ${walk.leaves.length} leaves; medians of ${runs - warmUp} after ${warmUp} warm-up`);
+row("walk (traverse: containers, leaf list)", timeEach(() => traverse(batch, 0)));
+row("address reads, one per leaf (pointerOf)", timeEach(() => views.forEach((v) => backend.pointerOf(v))));
+
+const phases: Record<string, number[]> = { start: [], wait: [], dispose: [], total: [] };
+for (let i = 0; i < runs; i++) {
+  const t0 = performance.now();
+  const handle = startCopy(batch, "cuda:0");
+  const t1 = performance.now();
+  const out = handle.get();
+  const t2 = performance.now();
+  handle.dispose();
+  disposeAll(out);
+  const t3 = performance.now();
+  phases.start!.push(t1 - t0);
+  phases.wait!.push(t2 - t1);
+  phases.dispose!.push(t3 - t2);
+  phases.total!.push(t2 - t0);
+}
+row("startCopy returns", phases.start!);
+row("get() (wait + results)", phases.wait!);
+row("startCopy → get()", phases.total!);
+row("dispose() + disposeAll(outputs)", phases.dispose!);
+
+const collect: number[] = [];
+for (let i = 0; i < runs; i++) {
+  const handle: AsyncCopyHandle<unknown> = startCopy(batch, "cuda:0");
+  while (!handle.ready()) { /* spin: the copy is over before get() */ }
+  const t0 = performance.now();
+  const out = handle.get();
+  collect.push(performance.now() - t0);
+  handle.dispose();
+  disposeAll(out);
+}
+row("get() once ready (results only)", collect);
+
+const awaited: number[] = [];
+for (let i = 0; i < runs; i++) {
+  const t0 = performance.now();
+  const handle = startCopy(batch, "cuda:0");
+  const out = await handle;
+  awaited.push(performance.now() - t0);
+  handle.dispose();
+  disposeAll(out);
+}
+row("startCopy → await", awaited);
+const stats = poolStats();
+console.log(`pools: pinned cached ${stats.pinnedBytesCached} B, in use ${stats.pinnedBytesInUse} B, device live ${stats.deviceBytesLive} B`);

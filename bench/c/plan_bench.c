@@ -1,0 +1,162 @@
+/* plan_bench.c — the C library alone on the example batch (528 leaves,
+ * 153,628 bytes, host → cuda:0) and on the other host → device scenarios:
+ * where a copy's time goes without any JavaScript. Prints, per scenario and
+ * mode (background thread on/off), the median of each phase in µs:
+ * create+add, submit (until it returns), wait, results, release, and the
+ * plan's own staging_ns / submit_ns.
+ *
+ *   plan_bench [runs]            (needs a CUDA device; MTC_CUDA_DRIVER works too)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mtc.h"
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int compare(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, compare);
+  return v[n / 2];
+}
+
+static void die(const char *what, mtc_status s) {
+  fprintf(stderr, "%s: %s (%s)\n", what, mtc_status_name(s), mtc_last_error());
+  exit(1);
+}
+
+/* Leaves of `count` host buffers of the given sizes and element sizes. */
+typedef struct batch {
+  mtc_leaf *leaves;
+  size_t count;
+  uint64_t bytes;
+} batch;
+
+static void add(batch *b, uint64_t bytes, uint32_t element_size) {
+  b->leaves = realloc(b->leaves, (b->count + 1) * sizeof *b->leaves);
+  void *data = malloc(bytes ? bytes : 1);
+  memset(data, (int)(b->count & 0xff), bytes);
+  mtc_leaf leaf = {(uint64_t)(uintptr_t)data, bytes, 0, MTC_DEVICE_CPU, element_size, 0, 0};
+  b->leaves[b->count++] = leaf;
+  b->bytes += bytes;
+}
+
+static batch example_batch(void) {
+  static const int gt[4] = {60, 100, 45, 120};
+  static const int visible[4][6] = {{30, 20, 40, 10, 50, 20},
+                                    {60, 40, 30, 70, 20, 50},
+                                    {10, 20, 10, 30, 20, 10},
+                                    {80, 50, 60, 40, 70, 30}};
+  batch b = {0};
+  for (int s = 0; s < 16; s++) {
+    int c = s % 4;
+    for (int cam = 0; cam < 6; cam++) {
+      uint64_t n = (uint64_t)visible[c][cam];
+      add(&b, n * 16, 4); /* bounding_boxes [n,4] f32 */
+      add(&b, n * 8, 8);  /* class_ids [n] i64 */
+      add(&b, n, 1);      /* active [n] u8 */
+      add(&b, n * 4, 4);  /* depths [n] f32 */
+      add(&b, 48, 4);     /* proj_mat [3,4] f32 */
+    }
+    uint64_t n = (uint64_t)gt[c];
+    add(&b, n * 28, 4); /* bounding_boxes_3d [N,7] f32 */
+    add(&b, n * 8, 8);  /* class_ids */
+    add(&b, n, 1);      /* active */
+  }
+  return b;
+}
+
+static batch tiny_batch(void) {
+  batch b = {0};
+  uint64_t state = 3;
+  for (int i = 0; i < 10000; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    add(&b, 4 * (1 + (state >> 58)), 4); /* 4 to 256 bytes */
+  }
+  return b;
+}
+
+static batch large_batch(void) {
+  batch b = {0};
+  for (int i = 0; i < 8; i++) add(&b, 16u << 20, 4);
+  return b;
+}
+
+static void run(const char *name, const batch *b, int background, int runs) {
+  mtc_options options = MTC_OPTIONS_INIT;
+  options.use_background_thread = (uint32_t)background;
+  enum { BUILD, SUBMIT, WAIT, RESULTS, RELEASE, TOTAL, STAGE, ENQUEUE, PHASES };
+  double *t[PHASES];
+  for (int p = 0; p < PHASES; p++) t[p] = calloc((size_t)runs, sizeof(double));
+  mtc_leaf_result *results = malloc(b->count * sizeof *results);
+  int warm = runs / 4 + 3;
+  for (int i = -warm; i < runs; i++) {
+    double t0 = now_us();
+    mtc_plan *plan = NULL;
+    mtc_status s = mtc_plan_create(0, &options, &plan);
+    if (s != MTC_OK) die("mtc_plan_create", s);
+    s = mtc_plan_add_leaves(plan, b->leaves, b->count);
+    if (s != MTC_OK) die("mtc_plan_add_leaves", s);
+    double t1 = now_us();
+    s = mtc_plan_submit(plan);
+    if (s != MTC_OK) die("mtc_plan_submit", s);
+    double t2 = now_us();
+    s = mtc_plan_wait(plan);
+    if (s != MTC_OK) die("mtc_plan_wait", s);
+    double t3 = now_us();
+    s = mtc_plan_results(plan, 0, b->count, results);
+    if (s != MTC_OK) die("mtc_plan_results", s);
+    double t4 = now_us();
+    mtc_plan_stats stats = {.struct_size = sizeof stats};
+    mtc_plan_get_stats(plan, &stats);
+    mtc_plan_release(plan);
+    double t5 = now_us();
+    if (i < 0) continue;
+    t[BUILD][i] = t1 - t0;
+    t[SUBMIT][i] = t2 - t1;
+    t[WAIT][i] = t3 - t2;
+    t[RESULTS][i] = t4 - t3;
+    t[RELEASE][i] = t5 - t4;
+    t[TOTAL][i] = t4 - t0;
+    t[STAGE][i] = (double)stats.staging_ns / 1e3;
+    t[ENQUEUE][i] = (double)stats.submit_ns / 1e3;
+  }
+  printf("%-8s %-3s %6zu %10llu  %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f %8.1f %8.1f\n", name,
+         background ? "bg" : "fg", b->count, (unsigned long long)b->bytes,
+         median(t[BUILD], runs), median(t[SUBMIT], runs), median(t[WAIT], runs),
+         median(t[RESULTS], runs), median(t[RELEASE], runs), median(t[TOTAL], runs),
+         median(t[STAGE], runs), median(t[ENQUEUE], runs));
+  for (int p = 0; p < PHASES; p++) free(t[p]);
+  free(results);
+}
+
+int main(int argc, char **argv) {
+  int runs = argc > 1 ? atoi(argv[1]) : 500;
+  int32_t devices = 0;
+  mtc_status s = mtc_cuda_device_count(&devices);
+  if (s != MTC_OK || devices == 0) {
+    printf("plan_bench: no CUDA device (%s)\n", mtc_last_error());
+    return 1;
+  }
+  batch example = example_batch(), tiny = tiny_batch(), large = large_batch();
+  printf("medians in µs over %d runs; total = create..results (release not counted)\n", runs);
+  printf("scenario mode leaves      bytes    create+add  submit    wait  results  release     total  staging  enqueue\n");
+  for (int background = 1; background >= 0; background--) {
+    run("S1", &example, background, runs);
+    run("S3", &tiny, background, runs / 4 + 10);
+    run("S2", &large, background, runs / 20 + 10);
+  }
+  return 0;
+}
