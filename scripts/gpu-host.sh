@@ -51,10 +51,17 @@ echo "=== example timing, $runs runs ($runtime)"
 if [ "$with_bench" = bench ]; then
   echo "=== benchmarks ($runtime)"
   case $runtime in
-    bun) "$bin" bench/bench.ts --json "$logs/bench-$runtime.json" ;;
-    deno) "$bin" run --allow-ffi --allow-env --allow-read --allow-write bench/bench.ts --json "$logs/bench-$runtime.json" ;;
+    bun) "$bin" bench/bench.ts --pools --json "$logs/bench-$runtime.json" ;;
+    deno) "$bin" run --allow-ffi --allow-env --allow-read --allow-write bench/bench.ts --pools --json "$logs/bench-$runtime.json" ;;
   esac 2>&1 | tee "$logs/bench-$runtime.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  echo "=== S1 breakdown ($runtime)"
+  "${run_cmd[@]}" bench/breakdown.ts 2>&1 | tee "$logs/breakdown-$runtime.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  if [ -x .carry/lib/plan_bench ]; then
+    echo "=== the C library alone (plan_bench)"
+    .carry/lib/plan_bench 1000 2>&1 | tee "$logs/plan_bench.log" || status=1
+  fi
 fi
 echo "gpu-host.sh $runtime: $([ $status -eq 0 ] && echo ok || echo FAILED)"
 exit $status

@@ -1,8 +1,8 @@
 /* spin.h — the brief busy-wait before a thread goes to sleep. Waking a
  * sleeping thread costs 5 to 50 µs (more in virtual machines), as much as
  * submitting a whole small copy, so the background thread and waiters spin
- * for a short while first. MTC_SPIN_US sets how long (default 50 µs;
- * 0 sleeps at once, for callers who would rather save the CPU time). */
+ * for a short while first. MTC_SPIN_US sets how long (default 50 µs on
+ * machines with 4 or more cores, 0 below; 0 sleeps at once). */
 #ifndef MTC_SPIN_H
 #define MTC_SPIN_H
 
