@@ -381,11 +381,15 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     return this.#result!.value;
   }
 
-  /** Makes `await handle` work; waits without blocking the event loop. */
+  /**
+   * Makes `await handle` work; waits without blocking the event loop.
+   * Rejects with MTC_ERR_INVALID_STATE after dispose(), as get() throws.
+   */
   then<R1 = T, R2 = never>(
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onRejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
+    if (this.#disposed) return Promise.reject(disposedError()).then(onFulfilled, onRejected);
     return this.#settled().then(onFulfilled, onRejected);
   }
 
