@@ -145,6 +145,19 @@ pub fn build(b: *std.Build) void {
     });
     b.installArtifact(static);
 
+    // `zig build examples`: examples/c/copy_batch, linked to libmtc.so, in bin/.
+    const examples_step = b.step("examples", "Build the C example (examples/c) into bin/, next to lib/libmtc.so");
+    const example_mod = b.createModule(.{ .target = target, .optimize = optimize, .link_libc = true });
+    example_mod.addCSourceFiles(.{ .files = &.{"examples/c/copy_batch.c"}, .flags = &(test_flags ++ .{"-pedantic"}) });
+    example_mod.addIncludePath(b.path("lib/include"));
+    example_mod.linkLibrary(shared);
+    // libmtc.so is found in ../lib (zig-out) or beside the binary (.carry/lib).
+    example_mod.addRPathSpecial("$ORIGIN/../lib");
+    example_mod.addRPathSpecial("$ORIGIN");
+    const example = b.addExecutable(.{ .name = "copy_batch", .root_module = example_mod });
+    examples_step.dependOn(&b.addInstallArtifact(example, .{}).step);
+    examples_step.dependOn(b.getInstallStep());
+
     const test_step = b.step("test", "Run the C tests");
 
     for (unit_tests) |name| {

@@ -31,14 +31,28 @@ case $runtime in
   *) echo "unknown runtime $runtime"; exit 2 ;;
 esac
 echo "=== C tests against the real driver"
-# test_device and test_streams take the driver to load; test_kernels, run
-# with no argument, checks the real kernels.
-for t in "test_device libcuda.so.1" "test_streams libcuda.so.1" "test_kernels"; do
+# test_device, test_streams and test_dlpack take the driver to load;
+# test_kernels, run with no argument, checks the real kernels.
+for t in "test_device libcuda.so.1" "test_streams libcuda.so.1" "test_dlpack libcuda.so.1" "test_kernels"; do
   set -- $t
   if [ -x ".carry/lib/$1" ]; then
     ".carry/lib/$1" ${2:-} > "$logs/c-$1.log" 2>&1 && tail -1 "$logs/c-$1.log" || { status=1; tail -20 "$logs/c-$1.log"; }
   fi
 done
+echo "=== C example against the real driver (examples/c/copy_batch.c)"
+if [ -x .carry/lib/copy_batch ]; then
+  .carry/lib/copy_batch 2>&1 | tee "$logs/c-example.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo ".carry/lib/copy_batch is missing: rerun scripts/pack-for-gpu-host.sh"; status=1
+fi
+echo "=== Python example: ctypes, DLPack to torch (examples/python/copy_batch.py)"
+if python3 -c "import numpy" 2>/dev/null; then
+  python3 examples/python/copy_batch.py 2>&1 | tee "$logs/python-example.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "not run: this host has no python3 with NumPy"
+fi
 echo "=== GPU suite ($runtime)"
 "${test_cmd[@]}" 2>&1 | tee "$logs/gpu-suite-$runtime.log" || status=1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

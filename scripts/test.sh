@@ -30,11 +30,17 @@ exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
   echo "libmtc.so exports $(nm -D --defined-only zig-out/lib/libmtc.so | grep -c ' mtc_') mtc_ symbols and nothing else"
 }
 
+c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `env ENV...`
+  "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
+}
+
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan
 suite "C tests under AddressSanitizer + UBSan (zig build test -Dsanitize=address)" "$ZIG" build test -Dsanitize=address
 suite "exported symbols" exports_only_mtc
+suite "C example, emulated driver: to cuda:0 (examples/c/copy_batch.c)" c_example MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2
+suite "C example, no driver: the host path (examples/c/copy_batch.c)" c_example -u MTC_CUDA_DRIVER
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
