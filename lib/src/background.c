@@ -4,6 +4,7 @@
 #include "background.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "device.h"
@@ -16,6 +17,8 @@ static int started;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t queued = PTHREAD_COND_INITIALIZER;
 static mtc_background_item *head, *tail;
+/* Items in the queue, readable without the lock (for the idle spin). */
+static atomic_size_t queued_count;
 
 static void *background_main(void *arg) {
   (void)arg;
@@ -24,16 +27,20 @@ static void *background_main(void *arg) {
   for (;;) {
     /* Copies often come back to back (a loader's loop): spin briefly
      * before sleeping, so the next one starts without a wake-up. */
-    uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
-    while (head == NULL && mtc_clock_ns() < spin_until) {
+    if (head == NULL) {
       pthread_mutex_unlock(&lock);
-      mtc_cpu_relax();
+      uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
+      while (atomic_load_explicit(&queued_count, memory_order_acquire) == 0 &&
+             mtc_clock_ns() < spin_until) {
+        mtc_cpu_relax();
+      }
       pthread_mutex_lock(&lock);
     }
     while (head == NULL) pthread_cond_wait(&queued, &lock);
     mtc_background_item *item = head;
     head = item->next;
     if (head == NULL) tail = NULL;
+    atomic_fetch_sub_explicit(&queued_count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&lock);
     /* After run() the item may be freed by its owner: do not touch it. */
     item->run(item);
@@ -63,6 +70,7 @@ int mtc_background_enqueue(mtc_background_item *item) {
     head = item;
   }
   tail = item;
+  atomic_fetch_add_explicit(&queued_count, 1, memory_order_release);
   pthread_cond_signal(&queued);
   pthread_mutex_unlock(&lock);
   return 0;

@@ -421,6 +421,7 @@ static void finish_submission(mtc_plan *plan, mtc_status status,
   } else {
     plan->phase = MTC_PHASE_IN_FLIGHT;
   }
+  atomic_store_explicit(&plan->submission_over, 1, memory_order_release);
   pthread_cond_broadcast(&plan->submitted);
   /* After this unlock a waiter may release the plan: touch nothing. */
   pthread_mutex_unlock(&plan->lock);
@@ -541,12 +542,15 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
     pthread_mutex_unlock(&plan->lock);
     return MTC_ERR_INVALID_STATE;
   }
-  /* A small copy is submitted within tens of µs: spin that long before
-   * sleeping, since waking a sleeping thread costs as much again. */
-  uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
-  while (plan->phase == MTC_PHASE_SUBMITTING && mtc_clock_ns() < spin_until) {
+  if (plan->phase == MTC_PHASE_SUBMITTING) {
+    /* A small copy is submitted within tens of µs: spin that long before
+     * sleeping, since waking a sleeping thread costs as much again. */
     pthread_mutex_unlock(&plan->lock);
-    mtc_cpu_relax();
+    uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
+    while (!atomic_load_explicit(&plan->submission_over, memory_order_acquire) &&
+           mtc_clock_ns() < spin_until) {
+      mtc_cpu_relax();
+    }
     pthread_mutex_lock(&plan->lock);
   }
   while (plan->phase == MTC_PHASE_SUBMITTING) {

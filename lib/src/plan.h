@@ -4,6 +4,7 @@
 #define MTC_PLAN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "background.h"
@@ -77,6 +78,9 @@ struct mtc_plan {
   pthread_mutex_t lock;
   pthread_cond_t submitted; /* broadcast when the phase leaves SUBMITTING */
   mtc_plan_phase phase;
+  /* Set with the phase leaving SUBMITTING: what a waiter spins on without
+   * the lock (spinning on the lock would slow the thread that sets it). */
+  atomic_int submission_over;
   mtc_status status;
   int64_t error_leaf;
   char error[MTC_ERROR_CAPACITY];
