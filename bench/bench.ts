@@ -261,8 +261,9 @@ async function measureAwait(n: number, batch: unknown): Promise<number[]> {
 
 // ------------------------------------------------------------ measuring
 
+/** Warm-up runs before n timed ones: enough for the JIT's top tier (JavaScriptCore needs a few hundred calls). */
 function warmUpOf(n: number): number {
-  return Math.min(50, Math.max(3, Math.floor(n / 4)));
+  return Math.min(300, Math.max(3, Math.floor(n / 2)));
 }
 
 /** Runs `step` warm-up + n times; each returns its clean-up, which is not timed. */
