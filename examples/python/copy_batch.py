@@ -150,7 +150,9 @@ CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor_versioned")
 def capsule_destructor(capsule):
     # A consumer that took the tensor renamed the capsule "used_dltensor_versioned"
     # and calls the deleter itself; still named "dltensor_versioned", nobody
-    # took it, so the tensor is freed here.
+    # took it, so the tensor is freed here. (A Python destructor cannot run
+    # while a consumer that refused the tensor has its error pending, as
+    # NumPy does for CUDA tensors: hand each consumer what it reads.)
     if api.PyCapsule_IsValid(capsule, CAPSULE_NAME):
         lib.mtc_dlpack_delete(api.PyCapsule_GetPointer(capsule, CAPSULE_NAME))
 
@@ -234,34 +236,49 @@ def describe(path: str, array: np.ndarray) -> Leaf:
     return leaf
 
 
-def copy(data, target: int):
-    """Copies every array in data to target (a CUDA ordinal or MTC_DEVICE_CPU)."""
-    found = []
-    walk(data, "batch", found)
-    leaves = (Leaf * len(found))(*(describe(path, array) for path, array in found))
+def run_plan(target: int, leaves, paths, collect):
+    """One plan: all leaves in ONE mtc_plan_add_leaves call, submit, poll, then
+    collect(results) while the plan still holds the result blocks."""
     plan = c_ptr()
     check(lib.mtc_plan_create(target, None, ctypes.byref(plan)), "mtc_plan_create")
     try:
-        status = lib.mtc_plan_add_leaves(plan, leaves, len(found))  # one call for the whole batch
+        status = lib.mtc_plan_add_leaves(plan, leaves, len(leaves))
         if status != MTC_OK:
-            bad = lib.mtc_plan_error_leaf(plan)
-            check(status, found[bad][0] if 0 <= bad < len(found) else "mtc_plan_add_leaves", plan)
+            bad = lib.mtc_plan_error_leaf(plan)  # the plan names the leaf it refused
+            check(status, paths[bad] if 0 <= bad < len(paths) else "mtc_plan_add_leaves", plan)
         check(lib.mtc_plan_submit(plan), "mtc_plan_submit", plan)  # returns at once
         polls = 0
         while lib.mtc_plan_poll(plan) == MTC_IN_PROGRESS:
             polls += 1  # other work goes here
         check(lib.mtc_plan_wait(plan), "the copy", plan)
-        results = (LeafResult * len(found))()
-        check(lib.mtc_plan_results(plan, 0, len(found), results), "mtc_plan_results", plan)
-        outputs = []
-        for (path, array), result in zip(found, results):
-            if result.flags & MTC_RESULT_REUSED:
-                outputs.append(array)  # already where it had to be: the same object
-            else:
-                outputs.append(MtcTensor(result, array.shape, array.dtype))
-        return rebuild(data, iter(outputs)), found, polls
+        results = (LeafResult * len(leaves))()
+        check(lib.mtc_plan_results(plan, 0, len(leaves), results), "mtc_plan_results", plan)
+        return collect(results), polls
     finally:
-        lib.mtc_plan_release(plan)
+        lib.mtc_plan_release(plan)  # blocks that MtcTensors retained live on
+
+
+def copy(data, target: int):
+    """Copies every array in data to target (a CUDA ordinal or MTC_DEVICE_CPU).
+    Returns the rebuilt structure, the (path, array) inputs, their outputs in
+    the same order, and how often the copy was polled."""
+    found = []
+    walk(data, "batch", found)
+    leaves = (Leaf * len(found))(*(describe(path, array) for path, array in found))
+    outputs, polls = run_plan(target, leaves, [path for path, _ in found], lambda results: [
+        array if result.flags & MTC_RESULT_REUSED else MtcTensor(result, array.shape, array.dtype)
+        for (_, array), result in zip(found, results)])  # reused: the input itself
+    return rebuild(data, iter(outputs)), found, outputs, polls
+
+
+def copy_back(found, outputs):
+    """Copies device results to the host (device leaves as sources), as MtcTensors."""
+    leaves = (Leaf * len(outputs))(*(
+        Leaf(address=out.address, bytes=array.nbytes, device=out.device, element_size=array.itemsize)
+        for (_, array), out in zip(found, outputs)))
+    host, _ = run_plan(MTC_DEVICE_CPU, leaves, [path for path, _ in found], lambda results: [
+        MtcTensor(result, array.shape, array.dtype) for (_, array), result in zip(found, results)])
+    return host
 
 
 # ------------------------------------------------------------- the example
@@ -330,18 +347,6 @@ def check_with_torch(torch, found, outputs) -> int:
     return len(found)
 
 
-def flatten(data, out):
-    if isinstance(data, MtcTensor) or isinstance(data, np.ndarray):
-        out.append(data)
-    elif isinstance(data, dict):
-        for value in data.values():
-            flatten(value, out)
-    elif isinstance(data, (list, tuple)):
-        for value in data:
-            flatten(value, out)
-    return out
-
-
 def main() -> int:
     count = c_i32(0)
     found_gpu = lib.mtc_cuda_device_count(ctypes.byref(count)) == MTC_OK and count.value > 0
@@ -355,8 +360,7 @@ def main() -> int:
     blocks_before = blocks_live()
 
     batch = make_batch()
-    copied, found, polls = copy(batch, target)
-    outputs = flatten(copied, [])
+    copied, found, outputs, polls = copy(batch, target)
     expect(copied[1]["name"] == "sample1", "non-array leaves pass through")
     print(f"libmtc {lib.mtc_version_string().decode()}: {len(found)} arrays, "
           f"{sum(a.nbytes for _, a in found)} bytes to {'cuda:0' if found_gpu else 'cpu'} in one plan "
@@ -398,24 +402,6 @@ def main() -> int:
         return 1
     print("copy_batch.py: ok")
     return 0
-
-
-def copy_back(found, outputs):
-    """Copies device results to the host through the C ABI (device leaves as sources)."""
-    leaves = (Leaf * len(outputs))()
-    for i, ((_, array), out) in enumerate(zip(found, outputs)):
-        leaves[i] = Leaf(address=out.address, bytes=array.nbytes, device=out.device, element_size=array.itemsize)
-    plan = c_ptr()
-    check(lib.mtc_plan_create(MTC_DEVICE_CPU, None, ctypes.byref(plan)), "mtc_plan_create")
-    try:
-        check(lib.mtc_plan_add_leaves(plan, leaves, len(outputs)), "mtc_plan_add_leaves", plan)
-        check(lib.mtc_plan_submit(plan), "mtc_plan_submit", plan)
-        check(lib.mtc_plan_wait(plan), "the copy back", plan)
-        results = (LeafResult * len(outputs))()
-        check(lib.mtc_plan_results(plan, 0, len(outputs), results), "mtc_plan_results", plan)
-        return [MtcTensor(r, array.shape, array.dtype) for (_, array), r in zip(found, results)]
-    finally:
-        lib.mtc_plan_release(plan)
 
 
 if __name__ == "__main__":
