@@ -36,11 +36,38 @@ function isDetached(data: TypedArray): boolean {
   return (data.buffer as ArrayBuffer & { detached?: boolean }).detached === true;
 }
 
+/** An error about leaf i; first drops the views gathered so far, so a failed copy keeps no input alive. */
+function leafError(t: Traversal, i: number, message: string): Error {
+  pending.fill(null, 0, i);
+  return invalidArgument(message, leafPath(t, i));
+}
+
+/**
+ * Throws for an array that only looks empty: detached, or a fixed-length
+ * view that its resizable ArrayBuffer shrank past (it reads as length 0).
+ */
+function checkReadable(t: Traversal, i: number, data: TypedArray): void {
+  if (isDetached(data)) {
+    throw leafError(t, i, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
+  }
+  try {
+    (data as Uint8Array).at(0); // throws only when the view is out of bounds
+  } catch {
+    throw leafError(
+      t,
+      i,
+      `it is out of bounds of its resizable ArrayBuffer, shrunk to ${data.buffer.byteLength} bytes after the view was made; ` +
+        "an out-of-bounds array cannot be copied",
+    );
+  }
+}
+
 /**
  * Writes leaf i's mtc_leaf for every listed leaf; takes a block share for
  * each DeviceTensor source (pushed to `shares`), and lists the source
  * devices in `sourceDevices`. Throws MtcError with the leaf's path for a
- * detached buffer and for a Tensor whose data does not fill its shape.
+ * detached buffer, a view out of bounds of its shrunk resizable buffer, and
+ * a Tensor whose data does not fill its shape.
  */
 export function writeLeaves(lib: MtcLibrary, t: Traversal, shares: BlockHolder[]): void {
   const count = t.leaves.length;
@@ -86,12 +113,7 @@ export function writeLeaves(lib: MtcLibrary, t: Traversal, shares: BlockHolder[]
         elementSize = (data as Uint8Array).BYTES_PER_ELEMENT;
       }
       bytes = data.byteLength;
-      if (bytes === 0 && isDetached(data)) {
-        throw invalidArgument(
-          "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied",
-          leafPath(t, i),
-        );
-      }
+      if (bytes === 0) checkReadable(t, i, data);
       if (setAddresses !== undefined) pending[i] = data;
       else address = pointerOf(data);
     }
@@ -116,9 +138,10 @@ export function writeLeaves(lib: MtcLibrary, t: Traversal, shares: BlockHolder[]
 }
 
 function shapeMismatch(t: Traversal, i: number, leaf: Tensor): Error {
-  return invalidArgument(
+  return leafError(
+    t,
+    i,
     `the Tensor's ${leaf.data.constructor.name} has ${leaf.data.length} elements but its shape [${leaf.shape.join(", ")}] needs ` +
       `${leaf.size} (was its buffer detached or resized?)`,
-    leafPath(t, i),
   );
 }
