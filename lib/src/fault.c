@@ -211,7 +211,7 @@ mtc_status mtc_fault_configure(char *message, size_t capacity) {
   parser p = {spec, message, capacity};
   if (strlen(spec) > MAX_SPEC) {
     mtc_format(message, capacity,
-               "MTC_FAULT is %zu characters long; at most %d are read",
+               "MTC_FAULT is %zu characters long; the limit is %d",
                strlen(spec), MAX_SPEC);
     return MTC_ERR_INVALID_ARGUMENT;
   }
