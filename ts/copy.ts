@@ -25,7 +25,8 @@ import { type Leaf, leafPath, place, type Traversal, traverse } from "./traverse
 /** A host leaf as copies to "cpu" give it back: a typed array (1-D, natural dtype) or a Tensor. */
 export type HostLeaf = TypedArray | Tensor;
 
-type PassThrough =
+/** Values that pass through a copy as they are (not traversed, not copied). */
+export type PassThrough =
   | ((...args: never[]) => unknown)
   | DataView
   | ArrayBuffer
@@ -184,9 +185,28 @@ function releaseRecord(record: PlanRecord): void {
  * Backstop for handles dropped without get() or dispose(). The record holds
  * the inputs strongly, so they outlive the copy that reads them.
  */
-const planRegistry = new FinalizationRegistry<PlanRecord>((record) => {
-  if (record.plan !== 0) releaseRecord(record);
-});
+const planRegistry = new FinalizationRegistry<PlanRecord>((record) => releaseWhenDone(record, 1));
+
+/**
+ * Releases a dropped handle's plan once its copy is over. mtc_plan_release
+ * would wait for a copy in flight and stall the event loop that long, so
+ * the release is retried on a timer that does not keep the process alive.
+ */
+function releaseWhenDone(record: PlanRecord, delayMs: number): void {
+  if (record.plan === 0) return;
+  if (library().symbols.mtc_plan_poll(record.plan) === Status.MTC_IN_PROGRESS) {
+    unrefTimer(setTimeout(() => releaseWhenDone(record, Math.min(delayMs * 2, 100)), delayMs));
+    return;
+  }
+  releaseRecord(record);
+}
+
+/** Lets a timer not keep the process alive (Bun: timer.unref(); Deno: Deno.unrefTimer). */
+function unrefTimer(timer: unknown): void {
+  const deno = (globalThis as unknown as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
+  if (deno?.unrefTimer !== undefined) deno.unrefTimer(timer as number);
+  else (timer as { unref?: () => void }).unref?.();
+}
 
 // Bun has no nonblocking FFI call, so `await` polls: at once, then on
 // setImmediate for a short spin window (small copies finish within it, and

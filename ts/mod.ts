@@ -40,6 +40,7 @@ export {
   type OnAnyDevice,
   type OnDevice,
   type OnHost,
+  type PassThrough,
   startCopy,
 } from "./copy.ts";
 export { type Device } from "./device.ts";
