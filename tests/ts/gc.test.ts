@@ -220,4 +220,35 @@ gcTest("pinned host outputs dropped without release are reclaimed: pinned bytes 
   disposeAll(sources);
 });
 
+gcTest("a dropped handle whose copy is in flight is released later, without stalling the event loop", async () => {
+  startCopy(new Uint8Array(1), "cuda:0").get().dispose(); // the driver reads its environment (delay 0) on first use
+  const mark = poolMark();
+  const delayMs = 3_000;
+  await withCopyDelay(delayMs * 1000, async () => {
+    const ref = (() => new WeakRef(startCopy({ a: batchOf(1) }, "cuda:0")))();
+    await tick(1);
+    assert(poolMark().plansLive === mark.plansLive + 1);
+    let longest = 0;
+    let collected = -1;
+    const t0 = performance.now();
+    for (let round = 0; round < collected + 5 || collected < 0; round++) {
+      if (performance.now() - t0 > delayMs / 2) break;
+      const t = performance.now();
+      collectGarbage();
+      await tick(1); // finalization callbacks run here
+      longest = Math.max(longest, performance.now() - t);
+      await tick(0); // deref() below keeps its target alive until the end of this job: collect in the next
+      if (collected < 0 && ref.deref() === undefined) collected = round;
+    }
+    assert(collected >= 0, "the handle was collected");
+    assert(longest < delayMs / 2, `a collection round took ${longest.toFixed(0)} ms: the finalizer waited for the copy`);
+    assert(poolMark().plansLive === mark.plansLive + 1, "the plan is released only once its copy is over");
+    note(`gc (${runner}): a dropped in-flight handle was collected in round ${collected + 1}; longest round ${longest.toFixed(0)} ms`);
+    // The retry timer releases the plan once the copy is over (~delayMs after it started).
+    while (poolMark().plansLive > mark.plansLive && performance.now() - t0 < delayMs * 4) await tick(20);
+    await expectReclaimed(mark, "a dropped in-flight handle");
+  });
+  tally.copies++;
+});
+
 test("gc: totals", () => tally.print(runner), { skip });
