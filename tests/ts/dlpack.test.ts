@@ -17,7 +17,7 @@ import {
 import { library } from "../../ts/ffi/library.ts";
 import { canCollectGarbage, collectGarbage, skipWithoutDriver, tick } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, note, test } from "./harness.ts";
-import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
+import { bytesOf, DTYPES, elementSize, randomLeaf } from "./random_tensors.ts";
 
 const dlpackTest = (name: string, fn: () => void | Promise<void>) =>
   test(`dlpack: ${name}`, fn, { skip: skipWithoutDriver });
@@ -129,13 +129,13 @@ function pinnedDLPack(source: DeviceTensor, flags: number): number {
   leaf.setBigUint64(0, BigInt(source.address), true);
   leaf.setBigUint64(8, BigInt(source.byteLength), true);
   leaf.setInt32(24, source.deviceIndex, true);
-  leaf.setUint32(28, bytesPerElement(source.dtype), true);
+  leaf.setUint32(28, elementSize(source.dtype), true);
   assertSame(sym.mtc_plan_add_leaves(plan, leaf, 1), 0);
   assertSame(sym.mtc_plan_submit(plan), 0);
   assertSame(sym.mtc_plan_wait(plan), 0);
   const result = new DataView(new ArrayBuffer(32));
   assertSame(sym.mtc_plan_results(plan, 0, 1, result), 0);
-  const dtype = new Uint8Array([CODE[source.dtype], bytesPerElement(source.dtype) * 8, 1, 0]);
+  const dtype = new Uint8Array([CODE[source.dtype], elementSize(source.dtype) * 8, 1, 0]);
   const shape = BigInt64Array.from(source.shape, BigInt);
   const status = sym.mtc_block_to_dlpack!(
     Number(result.getBigUint64(8, true)),
@@ -149,11 +149,6 @@ function pinnedDLPack(source: DeviceTensor, flags: number): number {
   sym.mtc_plan_release(plan);
   assertSame(status, 0, sym.mtc_last_error());
   return Number(out[0]);
-}
-
-function bytesPerElement(dtype: DType): number {
-  return { bool: 1, int8: 1, uint8: 1, int16: 2, uint16: 2, float16: 2, bfloat16: 2 }[dtype as string] ??
-    (dtype.endsWith("64") ? 8 : 4);
 }
 
 function hostBytes(t: DeviceTensor): Uint8Array {
@@ -176,7 +171,7 @@ dlpackTest("toDLPack describes every dtype exactly, and fromDLPack reads it back
     assertEquals([m.deviceType, m.deviceId], [DL_CUDA, 0]);
     assertEquals(m.shape, [3, 5]);
     assertEquals(m.strides, [5, 1]);
-    assertEquals([m.code, m.bits, m.lanes], [CODE[t.dtype], bytesPerElement(t.dtype) * 8, 1], t.dtype);
+    assertEquals([m.code, m.bits, m.lanes], [CODE[t.dtype], elementSize(t.dtype) * 8, 1], t.dtype);
 
     const back = fromDLPack(BigInt(address));
     assert(back instanceof DeviceTensor, "kDLCUDA comes back as a DeviceTensor");
