@@ -263,13 +263,19 @@ dlpackTest("a foreign host tensor made in JavaScript memory: strides NULL or row
   data[5] = 50;
   assertSame((t.data as Float32Array)[5], 50, "the same memory");
   const strided = craft({ data, shape: [2, 1, 4], strides: [4, 99, 1] });
-  assertEquals((fromDLPack(strided.address) as Tensor).shape, [2, 1, 4]);
+  const s = fromDLPack(strided.address) as Tensor;
+  assertEquals(s.shape, [2, 1, 4]);
   const onGpu = startCopy({ t }, "cuda:1").get();
   assertEquals(onGpu.t.toHost(), new Tensor(data.slice(), [2, 4]));
   disposeAll(onGpu);
   const empty = craft({ data: null, shape: [0, 3], code: 0, bits: 64 });
-  const e = fromDLPack(empty.address) as Tensor;
+  const e = fromDLPack(empty.address) as Tensor; // nothing to view: released at once
   assertEquals([e.shape, e.dtype, e.data.length], [[0, 3], "int64", 0]);
+  assertSame(releaseDLPack(e), false);
+  // A managed tensor must stay valid until its deleter ran: release the
+  // imports while the crafted structs are still referenced.
+  assertSame(releaseDLPack(t) && releaseDLPack(s), true);
+  assertSame(dense.keep.length + strided.keep.length + empty.keep.length, 12);
 });
 
 dlpackTest("fromDLPack rejects what it cannot view, naming why, and leaves the tensor to its owner", () => {
@@ -310,6 +316,7 @@ dlpackTest("fromDLPack rejects what it cannot view, naming why, and leaves the t
   assertSame(poolStats().blocksLive, before, "the block is still the caller's");
   deleteDLPack(copyAddress); // the producer's deleter, through the copy: frees the block
   assertSame(poolStats().blocksLive, before - 1);
+  assertSame(copy.length, 80, "the copy stayed referenced while C read it");
 });
 
 dlpackTest("toDLPack errors: host arrays, empty, disposed and imported tensors", () => {
