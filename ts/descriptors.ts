@@ -101,7 +101,7 @@ export function writeLeaves(lib: MtcLibrary, t: Traversal, shares: BlockHolder[]
         holder.acquire(); // the source block lives until the copy has read it
         shares.push(holder);
       }
-      if (setAddresses !== undefined) pending[i] = null;
+      // pending[i] stays null: between calls every entry is null.
     } else {
       let data: TypedArray;
       if (leaf instanceof Tensor) {
