@@ -431,7 +431,7 @@ static void test_poll_in_progress(uint32_t background) {
     polls++;
   }
   CHECK_OK(status);
-  CHECK(polls > 10);
+  CHECK(polls > 2); /* a loaded machine may sleep far past 1 ms a poll */
   CHECK(now_ms() - start >= 150);
   CHECK_OK(mtc_plan_results(plan, 0, 1, &result));
   mtc_plan_release(plan);
