@@ -317,7 +317,9 @@ MTC_API mtc_status mtc_plan_results(mtc_plan *plan, uint64_t first,
 MTC_API const char *mtc_plan_last_error(const mtc_plan *plan);
 
 /* Index in the plan (0, 1, ... over all adds) of the leaf that the plan's
- * last error is about, or -1. */
+ * last error is about, or -1. A copy that fails to allocate or enqueue
+ * names the leaf it was copying; for leaves packed into one chunk, the
+ * chunk's first leaf, and the message says how many more it packs. */
 MTC_API int64_t mtc_plan_error_leaf(const mtc_plan *plan);
 
 /* Releases the plan: waits for a copy in flight, returns staging memory to

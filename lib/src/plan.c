@@ -407,11 +407,12 @@ static void merge_stats_locked(mtc_plan *plan, const mtc_plan_stats *from) {
 
 /* Ends the SUBMITTING phase with the transfer's outcome. */
 static void finish_submission(mtc_plan *plan, mtc_status status,
+                              int64_t failed_leaf,
                               const mtc_plan_stats *stats) {
   pthread_mutex_lock(&plan->lock);
   merge_stats_locked(plan, stats);
   if (status != MTC_OK) {
-    record_error_locked(plan, -1);
+    record_error_locked(plan, failed_leaf);
     plan->status = status;
     plan->phase = MTC_PHASE_FAILED;
   } else if (plan->completion == NULL) {
@@ -432,8 +433,9 @@ static void run_in_background(mtc_background_item *item) {
       (mtc_plan *)((char *)item - offsetof(mtc_plan, background));
   mtc_plan_stats stats;
   memset(&stats, 0, sizeof stats);
-  mtc_status status = mtc_transfer_run(plan, &stats);
-  finish_submission(plan, status, &stats);
+  int64_t failed_leaf;
+  mtc_status status = mtc_transfer_run(plan, &stats, &failed_leaf);
+  finish_submission(plan, status, failed_leaf, &stats);
 }
 
 MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
@@ -469,8 +471,9 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
   }
   mtc_plan_stats stats;
   memset(&stats, 0, sizeof stats);
-  status = mtc_transfer_run(plan, &stats);
-  finish_submission(plan, status, &stats);
+  int64_t failed_leaf;
+  status = mtc_transfer_run(plan, &stats, &failed_leaf);
+  finish_submission(plan, status, failed_leaf, &stats);
   return status == MTC_OK ? MTC_OK : plan_report(plan, status);
 }
 

@@ -80,6 +80,7 @@ typedef struct transfer {
   size_t slot;      /* the buffer being filled */
   size_t slot_fill; /* bytes of it handed out */
   int slot_ready;   /* pieces[slot] may take pieces */
+  int64_t failed_leaf; /* the leaf a failure is about, or -1 */
 } transfer;
 
 static mtc_status out_of_memory(void) {
@@ -566,6 +567,20 @@ static mtc_status copy_own_leaf(transfer *t, const mtc_leaf *leaf,
  * device blocks of the target (pushed over peer access). Leaves *done at 0,
  * having enqueued nothing, when the path does not apply: too few leaves, no
  * kernels, or no peer access between the pair. */
+/* Names chunk c's first leaf as the one a failure is about; the message
+ * says it was not alone. */
+static void blame_chunk(transfer *t, const chunk_members *members, size_t c) {
+  uint64_t first = members->first[c];
+  uint64_t count = members->first[c + 1] - first;
+  t->failed_leaf = (int64_t)members->leaves[first];
+  if (count > 1) {
+    char text[MTC_ERROR_CAPACITY];
+    mtc_format(text, sizeof text, "%s", mtc_error_text());
+    mtc_error_set(MTC_OK, "%s (for the chunk that packs this leaf and %llu "
+                  "others)", text, (unsigned long long)(count - 1));
+  }
+}
+
 static mtc_status gather_source(transfer *t, int32_t source_ordinal,
                                 const chunk_members *members,
                                 mtc_block **chunk_blocks, int *done) {
@@ -608,7 +623,10 @@ static mtc_status gather_source(transfer *t, int32_t source_ordinal,
     } else {
       status = mtc_block_new_pinned(source, layout->chunks[c].bytes, &block);
     }
-    if (status != MTC_OK) return status;
+    if (status != MTC_OK) {
+      blame_chunk(t, members, c);
+      return status;
+    }
     keep_block(plan, block);
     if (target == NULL) count_pinned(t, &block->pinned);
     chunk_blocks[c] = block;
@@ -761,9 +779,11 @@ static void abort_transfer(transfer *t) {
   plan->held_count = 0;
 }
 
-mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats) {
+mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
+                            int64_t *failed_leaf) {
   transfer t;
   memset(&t, 0, sizeof t);
+  t.failed_leaf = -1;
   t.plan = plan;
   t.stats = stats;
   mtc_context_scope_begin(&t.scope);
@@ -810,10 +830,12 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats) {
     uint64_t first = members.first[c];
     status = copy_chunk(&t, c, &members.leaves[first],
                         members.first[c + 1] - first, &chunk_blocks[c]);
+    if (status != MTC_OK) blame_chunk(&t, &members, c);
   }
   for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
     if (plan->layout.placements[i].kind != MTC_PLACE_OWN) continue;
     status = copy_own_leaf(&t, &plan->leaves[i], &own_blocks[i]);
+    if (status != MTC_OK) t.failed_leaf = (int64_t)i;
   }
   if (status == MTC_OK) status = record_completion(&t);
 
@@ -823,6 +845,7 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats) {
     abort_transfer(&t);
   }
   mtc_context_scope_end(&t.scope);
+  *failed_leaf = t.failed_leaf;
   stats->blocks = plan->block_count;
   stats->submit_ns = mtc_clock_ns() - plan->submit_start_ns;
   free(members.first);

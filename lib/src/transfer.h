@@ -13,8 +13,12 @@
  * the copy stream waits on that stream's ready event; when the caller set a
  * stream on the target, that stream waits on the completion event. On
  * failure waits for whatever it had enqueued, releases everything it
- * acquired, and returns the status with the thread's last error set. */
-mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats);
+ * acquired, and returns the status with the thread's last error set and
+ * *failed_leaf the leaf it was working on: a leaf copied on its own, or the
+ * first leaf of a packed chunk (the message then says how many it packs);
+ * -1 where no one leaf was at fault. */
+mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
+                            int64_t *failed_leaf);
 
 /* Gives the plan's staging memory back to its pools (idempotent). The
  * copies that read it must have completed. */

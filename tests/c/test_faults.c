@@ -115,6 +115,11 @@ static void check_returned(const snapshot *before, const char *where) {
   if (check_failures != failures) printf("  (after %s)\n", where);
 }
 
+/* The leaf the next failing copy must name (mtc_plan_error_leaf), or
+ * NO_LEAF_CHECK; copy_fails checks it and resets it. */
+#define NO_LEAF_CHECK (-2)
+static int64_t blamed_leaf = NO_LEAF_CHECK;
+
 /* One copy that must fail with `want`, every text of `texts` (NULL ends it)
  * in its message. at_submit: a foreground submit reports it already.
  * poll: wait by polling (cuEventQuery) instead of mtc_plan_wait. */
@@ -142,6 +147,14 @@ static void copy_fails(int32_t target, uint32_t background,
   for (const char *const *text = texts; *text != NULL; text++) {
     CHECK_CONTAINS(mtc_plan_last_error(plan), *text);
     CHECK_CONTAINS(mtc_last_error(), *text);
+  }
+  if (blamed_leaf != NO_LEAF_CHECK) {
+    if (mtc_plan_error_leaf(plan) != blamed_leaf) {
+      printf("the error names leaf %lld, expected %lld\n",
+             (long long)mtc_plan_error_leaf(plan), (long long)blamed_leaf);
+    }
+    CHECK(mtc_plan_error_leaf(plan) == blamed_leaf);
+    blamed_leaf = NO_LEAF_CHECK;
   }
   CHECK_STATUS(mtc_plan_poll(plan), want); /* the failure stays */
   mtc_leaf_result result;
@@ -204,9 +217,12 @@ static mtc_plan *on_device(const batch *b, int32_t device, mtc_leaf *out) {
 static void pinned_h2d(void) {
   batch b;
   make_batch(&b, 40, 0);
+  blamed_leaf = 0; /* the chunk's first leaf */
   copy_fails(0, 0, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemHostAlloc failed", "CUDA_ERROR_OUT_OF_MEMORY",
-                   "injected by MTC_FAULT at pinned-alloc call 2"));
+                   "injected by MTC_FAULT at pinned-alloc call 2",
+                   "for the chunk that packs this leaf and 39 others"));
+  blamed_leaf = 0;
   copy_fails(0, 1, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemHostAlloc failed",
                    "injected by MTC_FAULT at pinned-alloc call 4"));
@@ -252,9 +268,11 @@ static void pinned_d2h(void) {
 static void device_h2d(void) {
   batch b;
   make_batch(&b, 40, 17 << 20);
+  blamed_leaf = 40; /* the 17 MiB leaf */
   copy_fails(0, 0, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY",
                    "device-alloc call 2"));
+  blamed_leaf = 40;
   copy_fails(0, 1, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "device-alloc call 4"));
   mtc_leaf_result out[MAX_LEAVES];
@@ -270,9 +288,11 @@ static void device_d2d(void) {
   make_batch(&b, 4, 1 << 20);
   mtc_leaf dev[MAX_LEAVES];
   mtc_plan *setup = on_device(&b, 0, dev);
+  blamed_leaf = 0; /* the chunk of the 4 small leaves */
   copy_fails(1, 0, dev, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY",
-                   "device-alloc call 3"));
+                   "device-alloc call 3", "this leaf and 3 others"));
+  blamed_leaf = 4; /* the 1 MiB leaf */
   copy_fails(1, 1, dev, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "device-alloc call 5"));
   mtc_leaf_result out[MAX_LEAVES];

@@ -27,6 +27,8 @@ interface Scenario {
   /** The failures' status name, and text every failure message holds. */
   code: string;
   texts: string[];
+  /** The leaf path the failures must name (MtcError.path). */
+  path?: string;
   devices: number;
   kernels?: boolean;
   prepare(): Promise<CopyCase>;
@@ -58,7 +60,8 @@ const SCENARIOS: Record<string, Scenario> = {
   "host to device, pinned-alloc": {
     fault: "pinned-alloc:1-4",
     code: "MTC_ERR_OUT_OF_MEMORY",
-    texts: ["cuMemHostAlloc failed", "CUDA_ERROR_OUT_OF_MEMORY"],
+    texts: ["cuMemHostAlloc failed", "CUDA_ERROR_OUT_OF_MEMORY", "for the chunk that packs this leaf and 527 others"],
+    path: ".samples[0].cams_gt[0].bounding_boxes", // the chunk's first leaf
     devices: 1,
     prepare: async () => hostBatch(false),
   },
@@ -67,6 +70,7 @@ const SCENARIOS: Record<string, Scenario> = {
     fault: "device-alloc:2,device-alloc:4",
     code: "MTC_ERR_OUT_OF_MEMORY",
     texts: ["cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY"],
+    path: ".big", // the leaf whose own block could not be allocated
     devices: 1,
     prepare: async () => hostBatch(true),
   },
@@ -132,6 +136,16 @@ interface Failure {
   how: "get" | "await";
   code: string;
   message: string;
+  path?: string;
+}
+
+function failureOf(how: "get" | "await", e: unknown): Failure {
+  return e instanceof MtcError ? { how, code: e.code, message: e.message, path: e.path } : { how, code: "not an MtcError", message: String(e) };
+}
+
+/** The problem when `f` does not name the leaf at `path`, else none. */
+function pathProblems(f: Failure, path: string | undefined): string[] {
+  return path === undefined || f.path === path ? [] : [`${f.how}: the error names the leaf ${JSON.stringify(f.path)}, expected ${JSON.stringify(path)}`];
 }
 
 /** What a child reports: its problems (empty when all was as expected) and what it saw. */
@@ -156,7 +170,7 @@ async function attempt(how: "get" | "await", c: CopyCase): Promise<Failure> {
     disposeAll(out);
     return { how, code: "none", message: "the copy succeeded" };
   } catch (e) {
-    return e instanceof MtcError ? { how, code: e.code, message: e.message } : { how, code: "not an MtcError", message: String(e) };
+    return failureOf(how, e);
   } finally {
     handle.dispose();
   }
@@ -202,6 +216,7 @@ async function runFaults(name: string, s: Scenario): Promise<ChildResult> {
   const failures = [await attempt("get", c), await attempt("await", c)];
   for (const f of failures) {
     if (f.code !== s.code) problems.push(`${f.how}: ${f.code} (${f.message}), expected ${s.code}`);
+    problems.push(...pathProblems(f, s.path));
     for (const text of [...s.texts, "injected by MTC_FAULT"]) {
       if (!f.message.includes(text)) problems.push(`${f.how}: the message ${JSON.stringify(f.message)} lacks ${JSON.stringify(text)}`);
     }
@@ -248,6 +263,7 @@ async function runDeviceOom(): Promise<ChildResult> {
     failures = [await attempt("get", c), await attempt("await", c)];
     for (const f of failures) {
       if (f.code !== "MTC_ERR_OUT_OF_MEMORY") problems.push(`${f.how}: ${f.code} (${f.message}), expected MTC_ERR_OUT_OF_MEMORY`);
+      problems.push(...pathProblems(f, ".leaf"));
       for (const text of ["cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY"]) {
         if (!f.message.includes(text)) problems.push(`${f.how}: the message ${JSON.stringify(f.message)} lacks ${JSON.stringify(text)}`);
       }
@@ -272,7 +288,7 @@ async function runMalformed(): Promise<ChildResult> {
       disposeAll(await use());
       problems.push(`${how}: a copy to cuda:0 succeeded`);
     } catch (e) {
-      const f = e instanceof MtcError ? { how, code: e.code, message: e.message } : { how, code: "not an MtcError", message: String(e) };
+      const f = failureOf(how, e);
       failures.push(f);
       if (f.code !== "MTC_ERR_INVALID_ARGUMENT") problems.push(`${how}: ${f.code} (${f.message}), expected MTC_ERR_INVALID_ARGUMENT`);
       for (const text of ['MTC_FAULT="copy-submit:0"', "no call number of 1 or more"]) {
