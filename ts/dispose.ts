@@ -6,6 +6,7 @@
  */
 
 import { DeviceTensor } from "./device_tensor.ts";
+import { releaseHostImport } from "./dlpack.ts";
 import { releasePinned } from "./host_output.ts";
 import { Tensor } from "./tensor.ts";
 
@@ -14,9 +15,10 @@ import { Tensor } from "./tensor.ts";
  * arrays, plain objects and Maps, walked without recursion, each container
  * once), and releases the pinned block under every host output of a copy to
  * "cpu" found there (as `releaseHostOutput` does: every view of such a
- * block becomes empty). Returns how many DeviceTensors it disposed plus how
- * many pinned blocks it released now (already-disposed ones, other arrays
- * and everything else are left alone).
+ * block becomes empty), and every host tensor imported with `fromDLPack` (as
+ * `releaseDLPack` does). Returns how many DeviceTensors it disposed plus how
+ * many pinned blocks and host imports it released now (already-disposed
+ * ones, other arrays and everything else are left alone).
  *
  * @example
  * ```ts
@@ -40,7 +42,7 @@ export function disposeAll(data: unknown): number {
       continue;
     }
     if (value instanceof Tensor || ArrayBuffer.isView(value)) {
-      if (releasePinned(value)) disposed++;
+      if (releasePinned(value) || releaseHostImport(value)) disposed++;
       continue;
     }
     if (seen.has(value)) continue;

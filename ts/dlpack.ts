@@ -260,6 +260,11 @@ export function releaseDLPack(value: DeviceTensor | Tensor | TypedArray): boolea
     value.dispose();
     return true;
   }
+  return releaseHostImport(value);
+}
+
+/** The host half of {@link releaseDLPack}: true if `value` viewed an imported host tensor, now released. */
+export function releaseHostImport(value: Tensor | ArrayBufferView): boolean {
   const data = value instanceof Tensor ? value.data : value;
   const buffer = ArrayBuffer.isView(data) ? data.buffer : undefined;
   const record = buffer instanceof ArrayBuffer ? hostImports.get(buffer) : undefined;

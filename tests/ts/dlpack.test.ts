@@ -255,6 +255,22 @@ dlpackTest("host tensors (kDLCPU, kDLCUDAHost) come back as Tensors viewing the 
   onGpu.dispose();
 });
 
+dlpackTest("disposeAll releases imported host tensors too, once, whether bare or in a Tensor", () => {
+  const onGpu = startCopy(new Tensor(new Float32Array([1, 2, 3, 4]), [2, 2]), "cuda:0").get();
+  const before = poolStats().blocksLive;
+  const asTensor = fromDLPack(pinnedDLPack(onGpu, 0)) as Tensor;
+  const bare = (fromDLPack(pinnedDLPack(onGpu, 1)) as Tensor).data;
+  assertSame(poolStats().blocksLive, before + 2);
+  const batch = { a: asTensor, nested: [bare, new Float32Array(2)], again: asTensor };
+  assertSame(disposeAll(batch), 2, "two imports released; the plain array left alone");
+  assertSame(asTensor.data.length, 0, "emptied");
+  assertSame(bare.length, 0, "emptied");
+  assertSame(batch.nested[1]!.length, 2, "not an import: untouched");
+  assertSame(poolStats().blocksLive, before, "both deleters ran");
+  assertSame(disposeAll(batch), 0, "once");
+  onGpu.dispose();
+});
+
 dlpackTest("a foreign host tensor made in JavaScript memory: strides NULL or row-major are read in place", () => {
   const data = new Float32Array([0, 1, 2, 3, 4, 5, 6, 7]);
   const dense = craft({ data, shape: [2, 4] });
