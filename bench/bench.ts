@@ -104,10 +104,10 @@ async function hostToDevice(
   });
   if (withExtras) {
     extra["startCopy returns"] = summarize(returned.slice(-n));
-    extra["startCopy → await"] = summarize(await measureAwait(n, batch));
-    const get = summarize(library);
-    const overGet = extra["startCopy → await"]!.median - get.median;
-    extra["await over get (difference of medians)"] = { median: overGet, p10: overGet, p90: overGet, runs: n };
+    const paired = await measureGetAndAwait(n, batch);
+    extra["startCopy → await"] = summarize(paired.await);
+    extra["startCopy → get, paired with await"] = summarize(paired.get);
+    extra["await over get (paired runs)"] = summarize(paired.await.map((a, i) => a - paired.get[i]!));
   }
   const naive = measure(n, () => {
     const owned = leaves.map((v) => {
@@ -244,19 +244,33 @@ function floorCopy(bytes: number, n: number, direction: "toDevice" | "toHost"): 
   return summarize(samples);
 }
 
-/** startCopy → await of `batch`, one copy at a time. */
-async function measureAwait(n: number, batch: unknown): Promise<number[]> {
-  const samples: number[] = [];
+/**
+ * startCopy → get() and startCopy → await of `batch`, one copy at a time,
+ * alternating, so that both see the same machine: on a noisy host the
+ * difference of pairs is steadier than a difference of two runs' medians.
+ */
+async function measureGetAndAwait(n: number, batch: unknown): Promise<{ get: number[]; await: number[] }> {
+  const got: number[] = [];
+  const awaited: number[] = [];
   for (let i = 0; i < warmUpOf(n) + n; i++) {
     const t0 = performance.now();
-    const handle = startCopy(batch, "cuda:0");
-    const out = await handle;
+    const h1 = startCopy(batch, "cuda:0");
+    const out1 = h1.get();
     const t1 = performance.now();
-    handle.dispose();
-    disposeAll(out);
-    if (i >= warmUpOf(n)) samples.push(t1 - t0);
+    h1.dispose();
+    disposeAll(out1);
+    const t2 = performance.now();
+    const h2 = startCopy(batch, "cuda:0");
+    const out2 = await h2;
+    const t3 = performance.now();
+    h2.dispose();
+    disposeAll(out2);
+    if (i >= warmUpOf(n)) {
+      got.push(t1 - t0);
+      awaited.push(t3 - t2);
+    }
   }
-  return samples;
+  return { get: got, await: awaited };
 }
 
 // ------------------------------------------------------------ measuring
