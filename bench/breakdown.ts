@@ -1,7 +1,8 @@
 /**
- * Where the time of S1 (the example batch host → cuda:0) goes on the
- * JavaScript side: the walk, the address reads, startCopy as a whole, the
- * wait, building the results, disposal. Medians in µs over many copies, in
+ * Where the time of S1 (the example batch host → cuda:0) and of S4 (the same
+ * batch back from cuda:0 to the host) goes on the JavaScript side: the walk,
+ * the address reads, startCopy as a whole, the wait, building the results,
+ * disposal. Medians in µs over many copies, in
  * one process. bench/c/plan_bench.c gives the C library's own phases.
  *
  *   bun bench/breakdown.ts
@@ -89,5 +90,38 @@ for (let i = 0; i < runs; i++) {
   disposeAll(out);
 }
 row("startCopy → await", awaited);
+// S4: the batch on cuda:0 back to the host.
+const onGpu = startCopy(batch, "cuda:0").get();
+console.log(`S4 breakdown: the same batch cuda:0 → cpu`);
+row("walk (traverse of the DeviceTensors)", timeEach(() => traverse(onGpu, -1)));
+const back: Record<string, number[]> = { start: [], wait: [], dispose: [], total: [], results: [] };
+for (let i = 0; i < runs; i++) {
+  const t0 = performance.now();
+  const handle = startCopy(onGpu, "cpu");
+  const t1 = performance.now();
+  const out = handle.get();
+  const t2 = performance.now();
+  handle.dispose();
+  disposeAll(out);
+  const t3 = performance.now();
+  back.start!.push(t1 - t0);
+  back.wait!.push(t2 - t1);
+  back.dispose!.push(t3 - t2);
+  back.total!.push(t2 - t0);
+  const again = startCopy(onGpu, "cpu");
+  while (!again.ready()) { /* spin: the copy is over before get() */ }
+  const t4 = performance.now();
+  const views = again.get();
+  back.results!.push(performance.now() - t4);
+  again.dispose();
+  disposeAll(views);
+}
+row("startCopy returns", back.start!);
+row("get() (wait + results)", back.wait!);
+row("startCopy → get()", back.total!);
+row("get() once ready (results only)", back.results!);
+row("dispose() + disposeAll(outputs)", back.dispose!);
+disposeAll(onGpu);
+
 const stats = poolStats();
 console.log(`pools: pinned cached ${stats.pinnedBytesCached} B, in use ${stats.pinnedBytesInUse} B, device live ${stats.deviceBytesLive} B`);

@@ -1,5 +1,6 @@
 /* plan_bench.c — the C library alone on the example batch (528 leaves,
- * 153,628 bytes, host → cuda:0) and on the other host → device scenarios:
+ * 153,628 bytes, host → cuda:0), on the other host → device scenarios, and
+ * on S4 (the example batch back from cuda:0 to the host):
  * where a copy's time goes without any JavaScript. Prints, per scenario and
  * mode (background thread on/off), the median of each phase in µs:
  * create+add, submit (until it returns), wait, results, release, and the
@@ -94,7 +95,29 @@ static batch large_batch(void) {
   return b;
 }
 
-static void run(const char *name, const batch *b, int background, int runs) {
+/* The example batch copied to cuda:0 once, as device leaves (S4's
+ * sources); *keep holds their blocks. */
+static batch on_device(const batch *host, mtc_plan **keep) {
+  mtc_options options = MTC_OPTIONS_INIT;
+  mtc_status s = mtc_plan_create(0, &options, keep);
+  if (s == MTC_OK) s = mtc_plan_add_leaves(*keep, host->leaves, host->count);
+  if (s == MTC_OK) s = mtc_plan_submit(*keep);
+  if (s == MTC_OK) s = mtc_plan_wait(*keep);
+  mtc_leaf_result *results = malloc(host->count * sizeof *results);
+  if (s == MTC_OK) s = mtc_plan_results(*keep, 0, host->count, results);
+  if (s != MTC_OK) die("copying S4's sources to cuda:0", s);
+  batch b = {malloc(host->count * sizeof(mtc_leaf)), host->count, host->bytes};
+  for (size_t i = 0; i < host->count; i++) {
+    b.leaves[i] = host->leaves[i];
+    b.leaves[i].address = results[i].address;
+    b.leaves[i].device = 0;
+  }
+  free(results);
+  return b;
+}
+
+static void run(const char *name, const batch *b, int32_t target,
+                int background, int runs) {
   mtc_options options = MTC_OPTIONS_INIT;
   options.use_background_thread = (uint32_t)background;
   enum { BUILD, SUBMIT, WAIT, RESULTS, RELEASE, TOTAL, STAGE, ENQUEUE, PHASES };
@@ -105,7 +128,7 @@ static void run(const char *name, const batch *b, int background, int runs) {
   for (int i = -warm; i < runs; i++) {
     double t0 = now_us();
     mtc_plan *plan = NULL;
-    mtc_status s = mtc_plan_create(0, &options, &plan);
+    mtc_status s = mtc_plan_create(target, &options, &plan);
     if (s != MTC_OK) die("mtc_plan_create", s);
     s = mtc_plan_add_leaves(plan, b->leaves, b->count);
     if (s != MTC_OK) die("mtc_plan_add_leaves", s);
@@ -151,12 +174,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   batch example = example_batch(), tiny = tiny_batch(), large = large_batch();
+  mtc_plan *sources;
+  batch back = on_device(&example, &sources);
   printf("medians in µs over %d runs; total = create..results (release not counted)\n", runs);
   printf("scenario mode leaves      bytes    create+add  submit    wait  results  release     total  staging  enqueue\n");
   for (int background = 1; background >= 0; background--) {
-    run("S1", &example, background, runs);
-    run("S3", &tiny, background, runs / 4 + 10);
-    run("S2", &large, background, runs / 20 + 10);
+    run("S1", &example, 0, background, runs);
+    run("S3", &tiny, 0, background, runs / 4 + 10);
+    run("S2", &large, 0, background, runs / 20 + 10);
+    run("S4", &back, MTC_DEVICE_CPU, background, runs);
   }
+  mtc_plan_release(sources);
   return 0;
 }
