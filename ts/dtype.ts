@@ -186,12 +186,20 @@ export function isNaturalDType(dtype: DType): boolean {
  * elements of `dtype` (Float16Array for float16 where available).
  */
 export function allocateStorage(dtype: DType, length: number): TypedArray {
-  const bytes = new ArrayBuffer(length * DTYPE_SIZE[dtype]);
-  for (const kind of STORAGE[dtype]) {
-    const ctor = globals[kind];
-    if (ctor !== undefined) return new ctor(bytes, 0, length);
-  }
-  throw new TypeError(`no storage for ${dtype}`);
+  return new (storageOf(dtype))(new ArrayBuffer(length * DTYPE_SIZE[dtype]), 0, length);
+}
+
+/** Per dtype, the first of its storage kinds this runtime has; found once (copies make views by the hundred). */
+const STORAGE_CTOR = new Map<DType, TypedArrayCtor>();
+for (const dtype of Object.keys(STORAGE) as DType[]) {
+  const ctor = STORAGE[dtype].map((kind) => globals[kind]).find((c) => c !== undefined);
+  if (ctor !== undefined) STORAGE_CTOR.set(dtype, ctor);
+}
+
+function storageOf(dtype: DType): TypedArrayCtor {
+  const ctor = STORAGE_CTOR.get(dtype);
+  if (ctor === undefined) throw new TypeError(`no storage for ${dtype}`);
+  return ctor;
 }
 
 /**
@@ -201,9 +209,5 @@ export function allocateStorage(dtype: DType, length: number): TypedArray {
  */
 export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray | null {
   if (byteOffset % DTYPE_SIZE[dtype] !== 0) return null;
-  for (const kind of STORAGE[dtype]) {
-    const ctor = globals[kind];
-    if (ctor !== undefined) return new ctor(buffer, byteOffset, length);
-  }
-  throw new TypeError(`no storage for ${dtype}`);
+  return new (storageOf(dtype))(buffer, byteOffset, length);
 }

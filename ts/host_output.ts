@@ -18,7 +18,7 @@
 
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
 import { library, type MtcLibrary } from "./ffi/library.ts";
-import { Tensor } from "./tensor.ts";
+import { Tensor, trustedTensor } from "./tensor.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */
 interface PinnedRef {
@@ -87,7 +87,7 @@ export function hostLeafView(
     data = viewStorage(dtype, new Uint8Array(buffer, byteOffset, length * DTYPE_SIZE[dtype]).slice().buffer, 0, length)!;
   }
   if (natural && shape.length === 1) return data;
-  return new Tensor(data, shape, dtype);
+  return trustedTensor(data, shape, dtype);
 }
 
 function elementCount(shape: readonly number[]): number {

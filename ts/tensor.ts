@@ -46,6 +46,15 @@ export class Tensor {
    * exactly `data.length` elements.
    */
   constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
+    if (trusting) {
+      // Made by a copy from data it laid out itself: nothing to check, and
+      // the shape is the source's own read-only array. Same fields, same order.
+      this.data = data;
+      this.shape = shape;
+      this.dtype = dtype!;
+      this.size = data.length;
+      return;
+    }
     const kind = typedArrayKind(data);
     if (kind === undefined) {
       throw invalidArgument(`Tensor data must be a typed array, got ${describe(data)}`);
@@ -86,6 +95,21 @@ export class Tensor {
   get byteLength(): number {
     return this.data.length * DTYPE_SIZE[this.dtype];
   }
+}
+
+/** True only inside {@link trustedTensor}. */
+let trusting = false;
+
+/**
+ * @internal A Tensor made by the library from storage it made to fit `shape`
+ * and `dtype` (a copy's host outputs, by the hundred): the checks and the
+ * shape copy of the public constructor are skipped.
+ */
+export function trustedTensor(data: TypedArray, shape: readonly number[], dtype: DType): Tensor {
+  trusting = true;
+  const tensor = new Tensor(data, shape, dtype);
+  trusting = false;
+  return tensor;
 }
 
 function describe(value: unknown): string {

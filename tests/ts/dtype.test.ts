@@ -1,6 +1,7 @@
 // dtypes, typed array mapping and host Tensor validation (no library needed).
 import { DTYPE_SIZE, dtypeOf, HAS_FLOAT16_ARRAY, isNaturalDType, isTypedArray } from "../../ts/dtype.ts";
 import { DTYPES, MtcError, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { trustedTensor } from "../../ts/tensor.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
 const F16 = (globalThis as unknown as { Float16Array?: new (n: number) => TypedArray }).Float16Array;
@@ -50,6 +51,17 @@ test("Tensor: shape and dtype default from the data", () => {
   assertSame(new Tensor(new BigInt64Array(2), [2]).dtype, "int64");
   assertSame(new Tensor(new Float64Array(1), []).byteLength, 8, "a scalar has one element");
   assertSame(new Tensor(new Int8Array(0), [0, 5]).byteLength, 0);
+});
+
+test("Tensor: the library's unchecked constructor leaves the public one checking", () => {
+  const shape = [2, 2];
+  const t = trustedTensor(new Uint8Array(4), shape, "bool");
+  assert(t instanceof Tensor);
+  assertSame(t.shape, shape, "the library's own shape array, shared");
+  assertSame(t.size, 4);
+  assertSame(t.dtype, "bool");
+  assertEquals(Object.keys(t), Object.keys(new Tensor(new Uint8Array(4), [2, 2], "bool")), "the same fields in the same order");
+  assertThrows(() => new Tensor(new Float32Array(3), [2, 2]), MtcError, "shape [2, 2] has 4 elements");
 });
 
 test("Tensor: the shape is copied", () => {
