@@ -34,6 +34,10 @@ c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `e
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
 
+python_example() { # python_example ENV...: examples/python/copy_batch.py with setup's NumPy, under `env ENV...`
+  env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
+}
+
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan
@@ -41,6 +45,9 @@ suite "C tests under AddressSanitizer + UBSan (zig build test -Dsanitize=address
 suite "exported symbols" exports_only_mtc
 suite "C example, emulated driver: to cuda:0 (examples/c/copy_batch.c)" c_example MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2
 suite "C example, no driver: the host path (examples/c/copy_batch.c)" c_example -u MTC_CUDA_DRIVER
+suite "Python example, emulated driver: to cuda:0 and back (examples/python/copy_batch.py)" \
+  python_example MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2
+suite "Python example, no driver: the host path (examples/python/copy_batch.py)" python_example -u MTC_CUDA_DRIVER
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
