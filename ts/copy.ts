@@ -17,6 +17,7 @@ import { hostLeafView, pinnedBuffer } from "./host_output.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
 import { decodePlanStats, PLAN_STATS_SIZE, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
 import { CudaEvent, openScopes, type Stream, streamFor } from "./stream.ts";
+import { onExit } from "./runtime.ts";
 import { Tensor } from "./tensor.ts";
 import { type Leaf, leafPath, place, type Traversal, traverse } from "./traverse.ts";
 
@@ -670,5 +671,22 @@ export function startCopyWith<T, D extends Device>(
     releaseRecord(record);
     throw e;
   }
+  if (!exitHookSet) setExitHook(lib);
   return new AsyncCopyHandle<Copied<T, D>>(record, target, undefined, t.reused);
+}
+
+/**
+ * At exit the runtime frees JavaScript memory while copies may still be in
+ * flight, and the background thread may still be reading a leaf's memory
+ * to stage it: the exit hook stops all such reads first (mtc_prepare_exit,
+ * waiting up to EXIT_WAIT_MS for one in progress). Copies already staged go
+ * on; the process no longer crashes on the way out.
+ */
+const EXIT_WAIT_MS = 10_000;
+let exitHookSet = false;
+
+function setExitHook(lib: MtcLibrary): void {
+  exitHookSet = true;
+  const prepare = lib.symbols.mtc_prepare_exit;
+  if (prepare !== undefined) onExit(() => void prepare(EXIT_WAIT_MS));
 }

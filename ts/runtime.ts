@@ -50,3 +50,17 @@ export function platform(): string {
   const p = (g.process as unknown as { platform?: string } | undefined)?.platform ?? "linux";
   return p === "win32" ? "windows" : p;
 }
+
+/**
+ * Runs `fn` when the process is about to exit, while JavaScript still runs
+ * and its memory is still there: Bun's `process.on("exit")` (an explicit
+ * `process.exit()` too), Deno's "unload" event (the script's end and
+ * `Deno.exit()`).
+ */
+export function onExit(fn: () => void): void {
+  if (runtime === "deno") {
+    (globalThis as unknown as { addEventListener(type: string, fn: () => void): void }).addEventListener("unload", fn);
+  } else {
+    (g.process as unknown as { on?(event: string, fn: () => void): void } | undefined)?.on?.("exit", fn);
+  }
+}

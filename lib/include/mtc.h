@@ -351,6 +351,15 @@ MTC_API mtc_status mtc_get_stats(mtc_stats *out);
 /* Frees idle pinned staging memory held by the pool. Any thread. */
 MTC_API void mtc_trim_pools(void);
 
+/* For a runtime's exit hook, before the runtime frees the memory the
+ * caller's leaves live in while copies may be in flight: from now on the
+ * library reads no host memory of any leaf (copies that still would fail
+ * with MTC_ERR_INVALID_STATE), and this call waits up to timeout_ms for the
+ * reads in progress to end. Copies already staged go on (the GPU reads the
+ * library's own pinned memory). One-way: the process is expected to exit.
+ * MTC_OK, or MTC_IN_PROGRESS if a read was still running at the timeout. */
+MTC_API mtc_status mtc_prepare_exit(uint32_t timeout_ms);
+
 /* ---------------------------------------------------------------- streams */
 
 /* Streams are CUstream handles carried as uint64_t, so that streams made by

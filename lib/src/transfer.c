@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exit_guard.h"
 #include "kernels.h"
 #include "stage_copy.h"
 
@@ -200,12 +201,17 @@ static void note_device_to_host(transfer *t, uint32_t path) {
   }
 }
 
-/* mtc_stage_copy, timed. */
-static void stage(transfer *t, const mtc_stage_segment *segments,
-                  size_t count) {
+/* mtc_stage_copy, timed; a read of the leaves' host memory, so it fails
+ * once mtc_prepare_exit has run. */
+static mtc_status stage(transfer *t, const mtc_stage_segment *segments,
+                        size_t count) {
+  mtc_status status = mtc_host_read_begin();
+  if (status != MTC_OK) return status;
   uint64_t start = mtc_clock_ns();
   mtc_stage_copy(segments, count, t->plan->options.staging_threads);
   t->stats->staging_ns += mtc_clock_ns() - start;
+  mtc_host_read_end();
+  return MTC_OK;
 }
 
 static void keep_block(mtc_plan *plan, mtc_block *block) {
@@ -276,9 +282,9 @@ static mtc_status stage_chunk(transfer *t, const uint64_t *members,
     segments[i] = leaf_segment(&plan->leaves[leaf],
                                dst + plan->layout.placements[leaf].offset);
   }
-  stage(t, segments, count);
+  mtc_status status = stage(t, segments, count);
   free(segments);
-  return MTC_OK;
+  return status;
 }
 
 /* Whether accessor may reach owner's memory, setting that up on first use.
@@ -466,7 +472,8 @@ static mtc_status stream_own_leaf(transfer *t, mtc_device *target,
     mtc_stage_segment seg = leaf_segment(leaf, piece);
     seg.begin = done;
     seg.end = done + length;
-    stage(t, &seg, 1);
+    status = stage(t, &seg, 1);
+    if (status != MTC_OK) return status;
     t->stats->copies_issued++;
     status = cuda_check(t->cu->cuMemcpyHtoDAsync_v2(dst + done, piece,
                                                     (size_t)length,
@@ -491,8 +498,7 @@ static mtc_status copy_own_leaf(transfer *t, const mtc_leaf *leaf,
     *out = block;
     mtc_stage_segment seg =
         leaf_segment(leaf, (unsigned char *)(uintptr_t)block->address);
-    stage(t, &seg, 1);
-    return MTC_OK;
+    return stage(t, &seg, 1);
   }
 
   if (leaf->device == MTC_DEVICE_CPU) {
@@ -513,14 +519,20 @@ static mtc_status copy_own_leaf(transfer *t, const mtc_leaf *leaf,
       if (dense == NULL) return out_of_memory();
       keep_host(plan, dense);
       mtc_stage_segment seg = leaf_segment(leaf, dense);
-      stage(t, &seg, 1);
+      status = stage(t, &seg, 1);
+      if (status != MTC_OK) return status;
       src = dense;
     }
     t->stats->copies_issued++;
-    return cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
-                                                  src, (size_t)leaf->bytes,
-                                                  target->stream),
-                      "cuMemcpyHtoDAsync");
+    /* The driver reads pageable memory before the call returns. */
+    status = mtc_host_read_begin();
+    if (status != MTC_OK) return status;
+    status = cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
+                                                    src, (size_t)leaf->bytes,
+                                                    target->stream),
+                        "cuMemcpyHtoDAsync");
+    mtc_host_read_end();
+    return status;
   }
 
   if (plan->target == MTC_DEVICE_CPU) {

@@ -165,6 +165,7 @@ export const symbols = {
     args: ["buffer" /* mtc_stats *out */],
     result: "i32", /* mtc_status */
   },
+  mtc_prepare_exit: { optional: true, args: ["u32" /* uint32_t timeout_ms */], result: "i32" /* mtc_status */ },
   mtc_trim_pools: { args: [], result: "void" },
 
   // ------------------------------------------------- blocks (0.1.x additions)

@@ -1,0 +1,155 @@
+/* test_exit.c — mtc_prepare_exit against the emulated driver (its path in
+ * argv[1]): it waits for a read of host memory in progress (a pageable
+ * copy, whose driver call reads the leaf until the modelled copy ends),
+ * gives up at its timeout while the read goes on, and afterwards every copy
+ * that would read host memory fails, naming the leaf, with nothing leaked;
+ * copies between devices still work. One-way, so a process of its own. */
+#include <time.h>
+
+#include "check.h"
+#include "fake_symbols.h"
+
+#define SUITE "test_exit"
+
+static struct {
+  void (*set_copy_delay_us)(unsigned long long);
+  int (*live_device_allocations)(void);
+} fake;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&pause, NULL);
+}
+
+static mtc_leaf host_leaf(const void *data, uint64_t bytes) {
+  mtc_leaf leaf = {0};
+  leaf.address = (uint64_t)(uintptr_t)data;
+  leaf.bytes = bytes;
+  leaf.device = MTC_DEVICE_CPU;
+  leaf.element_size = 4;
+  return leaf;
+}
+
+static mtc_stats stats(void) {
+  mtc_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  CHECK_OK(mtc_get_stats(&s));
+  return s;
+}
+
+/* A plan of `count` leaves to `target`, submitted; NULL if submit failed
+ * (then *submitted holds its status). */
+static mtc_plan *start(int32_t target, const mtc_leaf *leaves, size_t count,
+                       uint32_t background, uint32_t pinned,
+                       mtc_status *submitted) {
+  mtc_options o = MTC_OPTIONS_INIT;
+  o.use_background_thread = background;
+  o.use_pinned_staging = pinned;
+  mtc_plan *plan = NULL;
+  CHECK_OK(mtc_plan_create(target, &o, &plan));
+  CHECK_OK(mtc_plan_add_leaves(plan, leaves, count));
+  *submitted = mtc_plan_submit(plan);
+  return plan;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
+  const char *driver = getenv("MTC_CUDA_DRIVER");
+  if (driver == NULL) {
+    printf(SUITE ": pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n");
+    return 1;
+  }
+  setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
+  void *handle = fake_open(driver);
+  if (handle == NULL) return check_summary(SUITE);
+  FAKE_SYM(handle, fake.set_copy_delay_us, "fake_cuda_set_copy_delay_us");
+  FAKE_SYM(handle, fake.live_device_allocations,
+           "fake_cuda_live_device_allocations");
+  CHECK(fake.set_copy_delay_us != NULL && fake.live_device_allocations != NULL);
+  if (fake.set_copy_delay_us == NULL) return check_summary(SUITE);
+
+  enum { BIG = 1 << 20, SMALL = 64 };
+  float *big = calloc(BIG / 4, 4);
+  float *small = calloc(SMALL / 4, 4);
+  for (int i = 0; i < SMALL / 4; i++) small[i] = (float)i;
+  mtc_leaf small_leaf = host_leaf(small, SMALL);
+  mtc_status submitted;
+
+  /* Before: an ordinary copy, and a device copy to reuse later. */
+  mtc_plan *on_gpu = start(0, &small_leaf, 1, 0, 1, &submitted);
+  CHECK_OK(submitted);
+  CHECK_OK(mtc_plan_wait(on_gpu));
+  mtc_leaf_result result;
+  CHECK_OK(mtc_plan_results(on_gpu, 0, 1, &result));
+  mtc_leaf device_leaf = small_leaf;
+  device_leaf.address = result.address;
+  device_leaf.device = 0;
+  mtc_stats before = stats();
+  int allocations_before = fake.live_device_allocations();
+
+  /* A pageable copy on the background thread: its driver call reads `big`
+   * for the 300 ms the modelled copy takes. */
+  fake.set_copy_delay_us(300 * 1000);
+  mtc_leaf big_leaf = host_leaf(big, BIG);
+  mtc_plan *reading = start(0, &big_leaf, 1, 1, 0, &submitted);
+  CHECK_OK(submitted);
+  sleep_ms(50); /* the background thread is inside the call now */
+  double t0 = now_ms();
+  CHECK_STATUS(mtc_prepare_exit(20), MTC_IN_PROGRESS);
+  CHECK_CONTAINS(mtc_last_error(), "still in progress after 20 ms");
+  CHECK(now_ms() - t0 >= 15);
+  CHECK_OK(mtc_prepare_exit(5000)); /* again: waits for the read to end */
+  CHECK(now_ms() - t0 >= 150);
+  fake.set_copy_delay_us(0);
+  CHECK_OK(mtc_plan_wait(reading)); /* it had read everything: it completes */
+  mtc_plan_release(reading);
+
+  /* From now on no host memory is read: foreground and background copies
+   * of host leaves fail, naming the leaf, and leak nothing. */
+  mtc_leaf two[2] = {small_leaf, small_leaf};
+  mtc_plan *plan = start(0, two, 2, 0, 1, &submitted);
+  CHECK_STATUS(submitted, MTC_ERR_INVALID_STATE);
+  CHECK_CONTAINS(mtc_plan_last_error(plan), "the process is exiting");
+  CHECK(mtc_plan_error_leaf(plan) == 0);
+  mtc_plan_release(plan);
+  plan = start(1, &big_leaf, 1, 1, 1, &submitted);
+  CHECK_OK(submitted);
+  CHECK_STATUS(mtc_plan_wait(plan), MTC_ERR_INVALID_STATE);
+  CHECK_CONTAINS(mtc_plan_last_error(plan), "mtc_prepare_exit stopped");
+  CHECK(mtc_plan_error_leaf(plan) == 0);
+  mtc_plan_release(plan);
+  plan = start(MTC_DEVICE_CPU, &small_leaf, 1, 1, 1, &submitted);
+  CHECK_OK(submitted); /* host to host: the leaf is reused, nothing read */
+  CHECK_OK(mtc_plan_wait(plan));
+  mtc_plan_release(plan);
+
+  /* Device sources are not host memory: cuda:0 -> cuda:1 and -> host work. */
+  for (int32_t target = 1; target >= MTC_DEVICE_CPU; target -= 2) {
+    plan = start(target, &device_leaf, 1, 1, 1, &submitted);
+    CHECK_OK(submitted);
+    CHECK_OK(mtc_plan_wait(plan));
+    CHECK_OK(mtc_plan_results(plan, 0, 1, &result));
+    if (target == MTC_DEVICE_CPU) {
+      CHECK(memcmp((const void *)(uintptr_t)result.address, small, SMALL) == 0);
+    }
+    mtc_plan_release(plan);
+  }
+
+  mtc_stats after = stats();
+  CHECK_EQ_U64(after.plans_live, before.plans_live);
+  CHECK_EQ_U64(after.blocks_live, before.blocks_live);
+  CHECK_EQ_U64(after.device_bytes_live, before.device_bytes_live);
+  CHECK_EQ_U64(after.pinned_bytes_in_use, before.pinned_bytes_in_use);
+  CHECK(fake.live_device_allocations() == allocations_before);
+  mtc_plan_release(on_gpu);
+  free(big);
+  free(small);
+  return check_summary(SUITE);
+}
