@@ -20,7 +20,6 @@ const lib_sources = [_][]const u8{
     "lib/src/dlpack.c",
     "lib/src/error.c",
     "lib/src/event.c",
-    "lib/src/exit_guard.c",
     "lib/src/fault.c",
     "lib/src/keep_loaded.c",
     "lib/src/kernels.c",
@@ -98,7 +97,7 @@ const device_tests = [_][]const u8{
     "test_device",
     "test_streams",
     "test_dlpack",
-    "test_exit",
+    "test_stop_reading",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

@@ -173,7 +173,11 @@ function snapshotStats(plan: number): Uint8Array | null {
   return getStats(plan, statsBytes) === Status.MTC_OK ? statsBytes.slice() : null;
 }
 
+/** Records whose C plan is not released yet: the exit hook stops their reads. */
+const livePlans = new Set<PlanRecord>();
+
 function releaseRecord(record: PlanRecord): void {
+  livePlans.delete(record);
   // mtc_plan_release waits for a copy in flight, then frees outputs nobody retained.
   library().symbols.mtc_plan_release(record.plan);
   record.plan = 0;
@@ -660,6 +664,7 @@ export function startCopyWith<T, D extends Device>(
   if (created !== Status.MTC_OK) throw new MtcError(created, sym.mtc_last_error() || statusName(created));
   const plan = u64At(outWords, 0);
   const record: PlanRecord = { plan, traversal: t, shares: [] };
+  livePlans.add(record);
   try {
     writeLeaves(lib, t, record.shares);
     let status = sym.mtc_plan_add_leaves(plan, leafWords, t.leaves.length);
@@ -676,17 +681,21 @@ export function startCopyWith<T, D extends Device>(
 }
 
 /**
- * At exit the runtime frees JavaScript memory while copies may still be in
- * flight, and the background thread may still be reading a leaf's memory
- * to stage it: the exit hook stops all such reads first (mtc_prepare_exit,
- * waiting up to EXIT_WAIT_MS for one in progress). Copies already staged go
- * on; the process no longer crashes on the way out.
+ * When this runtime (or this Deno worker) goes away it frees its JavaScript
+ * memory while copies may still be in flight, and the background thread may
+ * still be reading a leaf to stage it. The exit hook stops the reads of every
+ * plan of this runtime first (mtc_plan_stop_reading, waiting up to
+ * EXIT_WAIT_MS for a read in progress); copies already staged go on. Plans of
+ * other workers are left alone.
  */
 const EXIT_WAIT_MS = 10_000;
 let exitHookSet = false;
 
 function setExitHook(lib: MtcLibrary): void {
   exitHookSet = true;
-  const prepare = lib.symbols.mtc_prepare_exit;
-  if (prepare !== undefined) onExit(() => void prepare(EXIT_WAIT_MS));
+  const stop = lib.symbols.mtc_plan_stop_reading;
+  if (stop === undefined) return;
+  onExit(() => {
+    for (const record of livePlans) stop(record.plan, EXIT_WAIT_MS);
+  });
 }

@@ -52,10 +52,10 @@ export function platform(): string {
 }
 
 /**
- * Runs `fn` when the process is about to exit, while JavaScript still runs
- * and its memory is still there: Bun's `process.on("exit")` (an explicit
- * `process.exit()` too), Deno's "unload" event (the script's end and
- * `Deno.exit()`).
+ * Runs `fn` when this runtime is about to go away, while JavaScript still
+ * runs and its memory is still there: Bun's `process.on("exit")` (an
+ * explicit `process.exit()` too), Deno's "unload" event (the end of the
+ * script or of the worker, and `Deno.exit()`).
  */
 export function onExit(fn: () => void): void {
   if (runtime === "deno") {

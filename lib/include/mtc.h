@@ -297,6 +297,16 @@ MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan);
  * (MTC_ERR_NO_DEVICE / MTC_ERR_NO_DRIVER, naming the leaf). */
 MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
 
+/* From now on the plan reads none of its leaves' host memory; waits up to
+ * timeout_ms for a read in progress to end. A copy already staged goes on
+ * (the GPU reads the library's own pinned memory); one that still had host
+ * leaves to stage fails with MTC_ERR_INVALID_STATE, naming the leaf. For
+ * exit hooks of runtimes that free the memory of leaves while copies are in
+ * flight (Deno at the end of a script or a worker). MTC_OK, or
+ * MTC_IN_PROGRESS if a read was still running at the timeout (then do not
+ * free that memory yet). Any thread; not concurrently with release. */
+MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms);
+
 /* Returns MTC_OK when the copy has finished, MTC_IN_PROGRESS while it runs,
  * or the error that stopped it. Never blocks. */
 MTC_API mtc_status mtc_plan_poll(mtc_plan *plan);
@@ -350,15 +360,6 @@ MTC_API mtc_status mtc_get_stats(mtc_stats *out);
 
 /* Frees idle pinned staging memory held by the pool. Any thread. */
 MTC_API void mtc_trim_pools(void);
-
-/* For a runtime's exit hook, before the runtime frees the memory the
- * caller's leaves live in while copies may be in flight: from now on the
- * library reads no host memory of any leaf (copies that still would fail
- * with MTC_ERR_INVALID_STATE), and this call waits up to timeout_ms for the
- * reads in progress to end. Copies already staged go on (the GPU reads the
- * library's own pinned memory). One-way: the process is expected to exit.
- * MTC_OK, or MTC_IN_PROGRESS if a read was still running at the timeout. */
-MTC_API mtc_status mtc_prepare_exit(uint32_t timeout_ms);
 
 /* ---------------------------------------------------------------- streams */
 

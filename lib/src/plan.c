@@ -477,6 +477,39 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
   return status == MTC_OK ? MTC_OK : plan_report(plan, status);
 }
 
+mtc_status mtc_plan_read_begin(mtc_plan *plan) {
+  atomic_store(&plan->reading, 1);
+  if (atomic_load(&plan->stop_reading)) {
+    atomic_store(&plan->reading, 0);
+    return mtc_error_set(MTC_ERR_INVALID_STATE,
+                         "the copy stopped reading host memory before it "
+                         "was staged (mtc_plan_stop_reading: the runtime is "
+                         "freeing that memory, as at exit)");
+  }
+  return MTC_OK;
+}
+
+void mtc_plan_read_end(mtc_plan *plan) { atomic_store(&plan->reading, 0); }
+
+MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  atomic_store(&plan->stop_reading, 1);
+  uint64_t deadline = mtc_clock_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* Reads are memcpys and driver calls: short, so a poll is enough. */
+  while (atomic_load(&plan->reading)) {
+    if (mtc_clock_ns() >= deadline) {
+      return mtc_error_set(MTC_IN_PROGRESS,
+                           "mtc_plan_stop_reading: a read of host memory "
+                           "was still in progress after %u ms", timeout_ms);
+    }
+    struct timespec pause = {0, 50 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return MTC_OK;
+}
+
 /* All events complete: hand staging back at once so that the next copy can
  * reuse it. Called with the lock held. */
 static void complete_locked(mtc_plan *plan) {

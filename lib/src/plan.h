@@ -81,6 +81,11 @@ struct mtc_plan {
   /* Set with the phase leaving SUBMITTING: what a waiter spins on without
    * the lock (spinning on the lock would slow the thread that sets it). */
   atomic_int submission_over;
+  /* Set by mtc_plan_stop_reading: no read of the leaves' host memory may
+   * begin; `reading` is set while one runs (both sequentially consistent:
+   * either the reader sees the stop, or the stopper sees the read). */
+  atomic_int stop_reading;
+  atomic_int reading;
   mtc_status status;
   int64_t error_leaf;
   char error[MTC_ERROR_CAPACITY];
@@ -100,5 +105,11 @@ uint64_t mtc_clock_ns(void);
 
 /* The caller's stream on the plan's target device, or NULL. */
 CUstream mtc_plan_target_stream(const mtc_plan *plan);
+
+/* Brackets every read of the leaves' host memory. MTC_OK: go ahead, then
+ * mtc_plan_read_end. After mtc_plan_stop_reading: MTC_ERR_INVALID_STATE,
+ * the last error set. */
+mtc_status mtc_plan_read_begin(mtc_plan *plan);
+void mtc_plan_read_end(mtc_plan *plan);
 
 #endif

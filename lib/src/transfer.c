@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exit_guard.h"
 #include "kernels.h"
 #include "stage_copy.h"
 
@@ -202,15 +201,15 @@ static void note_device_to_host(transfer *t, uint32_t path) {
 }
 
 /* mtc_stage_copy, timed; a read of the leaves' host memory, so it fails
- * once mtc_prepare_exit has run. */
+ * once mtc_plan_stop_reading has run. */
 static mtc_status stage(transfer *t, const mtc_stage_segment *segments,
                         size_t count) {
-  mtc_status status = mtc_host_read_begin();
+  mtc_status status = mtc_plan_read_begin(t->plan);
   if (status != MTC_OK) return status;
   uint64_t start = mtc_clock_ns();
   mtc_stage_copy(segments, count, t->plan->options.staging_threads);
   t->stats->staging_ns += mtc_clock_ns() - start;
-  mtc_host_read_end();
+  mtc_plan_read_end(t->plan);
   return MTC_OK;
 }
 
@@ -525,13 +524,13 @@ static mtc_status copy_own_leaf(transfer *t, const mtc_leaf *leaf,
     }
     t->stats->copies_issued++;
     /* The driver reads pageable memory before the call returns. */
-    status = mtc_host_read_begin();
+    status = mtc_plan_read_begin(plan);
     if (status != MTC_OK) return status;
     status = cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
                                                     src, (size_t)leaf->bytes,
                                                     target->stream),
                         "cuMemcpyHtoDAsync");
-    mtc_host_read_end();
+    mtc_plan_read_end(plan);
     return status;
   }
 

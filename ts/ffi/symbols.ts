@@ -131,6 +131,11 @@ export const symbols = {
   },
   mtc_plan_submit: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
   mtc_plan_poll: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
+  mtc_plan_stop_reading: {
+    optional: true,
+    args: ["ptr" /* mtc_plan *plan */, "u32" /* uint32_t timeout_ms */],
+    result: "i32", /* mtc_status */
+  },
   mtc_plan_wait: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
   // The same C function, run on a Deno FFI thread: `await handle` without
   // blocking the event loop. mtc.h allows a wait from another thread as long
@@ -165,7 +170,6 @@ export const symbols = {
     args: ["buffer" /* mtc_stats *out */],
     result: "i32", /* mtc_status */
   },
-  mtc_prepare_exit: { optional: true, args: ["u32" /* uint32_t timeout_ms */], result: "i32" /* mtc_status */ },
   mtc_trim_pools: { args: [], result: "void" },
 
   // ------------------------------------------------- blocks (0.1.x additions)

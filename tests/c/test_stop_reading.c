@@ -1,15 +1,15 @@
-/* test_exit.c — mtc_prepare_exit against the emulated driver (its path in
- * argv[1]): it waits for a read of host memory in progress (a pageable
- * copy, whose driver call reads the leaf until the modelled copy ends),
- * gives up at its timeout while the read goes on, and afterwards every copy
- * that would read host memory fails, naming the leaf, with nothing leaked;
- * copies between devices still work. One-way, so a process of its own. */
+/* test_stop_reading.c — mtc_plan_stop_reading against the emulated driver
+ * (its path in argv[1]): it waits for a read of host memory in progress (a
+ * pageable copy, whose driver call reads the leaf until the modelled copy
+ * ends) or gives up at its timeout; the plan's later reads fail, naming the
+ * leaf, with nothing leaked; other plans, and plans of device sources, go
+ * on copying. */
 #include <time.h>
 
 #include "check.h"
 #include "fake_symbols.h"
 
-#define SUITE "test_exit"
+#define SUITE "test_stop_reading"
 
 static struct {
   void (*set_copy_delay_us)(unsigned long long);
@@ -77,12 +77,15 @@ int main(int argc, char **argv) {
 
   enum { BIG = 1 << 20, SMALL = 64 };
   float *big = calloc(BIG / 4, 4);
+  float *big2 = calloc(BIG / 4, 4);
   float *small = calloc(SMALL / 4, 4);
   for (int i = 0; i < SMALL / 4; i++) small[i] = (float)i;
   mtc_leaf small_leaf = host_leaf(small, SMALL);
   mtc_status submitted;
 
-  /* Before: an ordinary copy, and a device copy to reuse later. */
+  CHECK_STATUS(mtc_plan_stop_reading(NULL, 0), MTC_ERR_INVALID_ARGUMENT);
+
+  /* A device copy to use as a source later. */
   mtc_plan *on_gpu = start(0, &small_leaf, 1, 0, 1, &submitted);
   CHECK_OK(submitted);
   CHECK_OK(mtc_plan_wait(on_gpu));
@@ -94,46 +97,57 @@ int main(int argc, char **argv) {
   mtc_stats before = stats();
   int allocations_before = fake.live_device_allocations();
 
-  /* A pageable copy on the background thread: its driver call reads `big`
-   * for the 300 ms the modelled copy takes. */
+  /* Two pageable leaves on the background thread: the driver call of the
+   * first reads `big` for the 300 ms its modelled copy takes. Stopping then
+   * times out, then waits for that read; the second leaf is never read. */
   fake.set_copy_delay_us(300 * 1000);
-  mtc_leaf big_leaf = host_leaf(big, BIG);
-  mtc_plan *reading = start(0, &big_leaf, 1, 1, 0, &submitted);
+  mtc_leaf bigs[2] = {host_leaf(big, BIG), host_leaf(big2, BIG)};
+  mtc_plan *reading = start(0, bigs, 2, 1, 0, &submitted);
   CHECK_OK(submitted);
-  sleep_ms(50); /* the background thread is inside the call now */
+  sleep_ms(50); /* the background thread is inside the first call now */
   double t0 = now_ms();
-  CHECK_STATUS(mtc_prepare_exit(20), MTC_IN_PROGRESS);
+  CHECK_STATUS(mtc_plan_stop_reading(reading, 20), MTC_IN_PROGRESS);
   CHECK_CONTAINS(mtc_last_error(), "still in progress after 20 ms");
   CHECK(now_ms() - t0 >= 15);
-  CHECK_OK(mtc_prepare_exit(5000)); /* again: waits for the read to end */
+  CHECK_OK(mtc_plan_stop_reading(reading, 5000));
   CHECK(now_ms() - t0 >= 150);
   fake.set_copy_delay_us(0);
-  CHECK_OK(mtc_plan_wait(reading)); /* it had read everything: it completes */
+  CHECK_STATUS(mtc_plan_wait(reading), MTC_ERR_INVALID_STATE);
+  CHECK_CONTAINS(mtc_plan_last_error(reading), "stopped reading host memory");
+  CHECK(mtc_plan_error_leaf(reading) == 1);
   mtc_plan_release(reading);
 
-  /* From now on no host memory is read: foreground and background copies
-   * of host leaves fail, naming the leaf, and leak nothing. */
+  /* Stopped before submit: foreground and background submissions fail at
+   * their first read, naming the leaf (a packed chunk: its first leaf). */
   mtc_leaf two[2] = {small_leaf, small_leaf};
-  mtc_plan *plan = start(0, two, 2, 0, 1, &submitted);
-  CHECK_STATUS(submitted, MTC_ERR_INVALID_STATE);
-  CHECK_CONTAINS(mtc_plan_last_error(plan), "the process is exiting");
-  CHECK(mtc_plan_error_leaf(plan) == 0);
-  mtc_plan_release(plan);
-  plan = start(1, &big_leaf, 1, 1, 1, &submitted);
+  for (uint32_t background = 0; background < 2; background++) {
+    mtc_options o = MTC_OPTIONS_INIT;
+    o.use_background_thread = background;
+    mtc_plan *plan = NULL;
+    CHECK_OK(mtc_plan_create(1, &o, &plan));
+    CHECK_OK(mtc_plan_add_leaves(plan, two, 2));
+    CHECK_OK(mtc_plan_stop_reading(plan, 0));
+    mtc_status s = mtc_plan_submit(plan);
+    CHECK_STATUS(s, background ? MTC_OK : MTC_ERR_INVALID_STATE);
+    CHECK_STATUS(mtc_plan_wait(plan), MTC_ERR_INVALID_STATE);
+    CHECK_CONTAINS(mtc_plan_last_error(plan), "mtc_plan_stop_reading");
+    CHECK(mtc_plan_error_leaf(plan) == 0);
+    mtc_plan_release(plan);
+  }
+
+  /* Other plans are not affected; a plan of device sources reads no host
+   * memory, so stopping its reads changes nothing. */
+  mtc_plan *plan = start(1, &small_leaf, 1, 1, 1, &submitted);
   CHECK_OK(submitted);
-  CHECK_STATUS(mtc_plan_wait(plan), MTC_ERR_INVALID_STATE);
-  CHECK_CONTAINS(mtc_plan_last_error(plan), "mtc_prepare_exit stopped");
-  CHECK(mtc_plan_error_leaf(plan) == 0);
-  mtc_plan_release(plan);
-  plan = start(MTC_DEVICE_CPU, &small_leaf, 1, 1, 1, &submitted);
-  CHECK_OK(submitted); /* host to host: the leaf is reused, nothing read */
   CHECK_OK(mtc_plan_wait(plan));
   mtc_plan_release(plan);
-
-  /* Device sources are not host memory: cuda:0 -> cuda:1 and -> host work. */
   for (int32_t target = 1; target >= MTC_DEVICE_CPU; target -= 2) {
-    plan = start(target, &device_leaf, 1, 1, 1, &submitted);
-    CHECK_OK(submitted);
+    mtc_options o = MTC_OPTIONS_INIT;
+    plan = NULL;
+    CHECK_OK(mtc_plan_create(target, &o, &plan));
+    CHECK_OK(mtc_plan_add_leaves(plan, &device_leaf, 1));
+    CHECK_OK(mtc_plan_stop_reading(plan, 0));
+    CHECK_OK(mtc_plan_submit(plan));
     CHECK_OK(mtc_plan_wait(plan));
     CHECK_OK(mtc_plan_results(plan, 0, 1, &result));
     if (target == MTC_DEVICE_CPU) {
@@ -150,6 +164,7 @@ int main(int argc, char **argv) {
   CHECK(fake.live_device_allocations() == allocations_before);
   mtc_plan_release(on_gpu);
   free(big);
+  free(big2);
   free(small);
   return check_summary(SUITE);
 }
