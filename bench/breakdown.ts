@@ -48,37 +48,47 @@ console.log(`S1 breakdown: ${walk.leaves.length} leaves; medians of ${runs - war
 row("walk (traverse: containers, leaf list)", timeEach(() => traverse(batch, 0)));
 row("address reads, one per leaf (pointerOf)", timeEach(() => views.forEach((v) => backend.pointerOf(v))));
 
-const phases: Record<string, number[]> = { start: [], wait: [], dispose: [], total: [] };
-for (let i = 0; i < runs; i++) {
-  const t0 = performance.now();
-  const handle = startCopy(batch, "cuda:0");
-  const t1 = performance.now();
-  const out = handle.get();
-  const t2 = performance.now();
-  handle.dispose();
-  disposeAll(out);
-  const t3 = performance.now();
-  phases.start!.push(t1 - t0);
-  phases.wait!.push(t2 - t1);
-  phases.dispose!.push(t3 - t2);
-  phases.total!.push(t2 - t0);
+/** startCopy(data, device) → get() → dispose, `runs` times: each phase's samples. */
+function copyPhases(data: unknown, device: "cuda:0" | "cpu"): Record<"start" | "wait" | "dispose" | "total", number[]> {
+  const phases = { start: [] as number[], wait: [] as number[], dispose: [] as number[], total: [] as number[] };
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const handle = startCopy(data, device);
+    const t1 = performance.now();
+    const out = handle.get();
+    const t2 = performance.now();
+    handle.dispose();
+    disposeAll(out);
+    const t3 = performance.now();
+    phases.start.push(t1 - t0);
+    phases.wait.push(t2 - t1);
+    phases.dispose.push(t3 - t2);
+    phases.total.push(t2 - t0);
+  }
+  return phases;
 }
-row("startCopy returns", phases.start!);
-row("get() (wait + results)", phases.wait!);
-row("startCopy → get()", phases.total!);
-row("dispose() + disposeAll(outputs)", phases.dispose!);
 
-const collect: number[] = [];
-for (let i = 0; i < runs; i++) {
-  const handle: AsyncCopyHandle<unknown> = startCopy(batch, "cuda:0");
-  while (!handle.ready()) { /* spin: the copy is over before get() */ }
-  const t0 = performance.now();
-  const out = handle.get();
-  collect.push(performance.now() - t0);
-  handle.dispose();
-  disposeAll(out);
+/** get() of a copy already over: the results alone, `runs` times. */
+function resultsOnly(data: unknown, device: "cuda:0" | "cpu"): number[] {
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const handle: AsyncCopyHandle<unknown> = startCopy(data, device);
+    while (!handle.ready()) { /* spin: the copy is over before get() */ }
+    const t0 = performance.now();
+    const out = handle.get();
+    samples.push(performance.now() - t0);
+    handle.dispose();
+    disposeAll(out);
+  }
+  return samples;
 }
-row("get() once ready (results only)", collect);
+
+const phases = copyPhases(batch, "cuda:0");
+row("startCopy returns", phases.start);
+row("get() (wait + results)", phases.wait);
+row("startCopy → get()", phases.total);
+row("dispose() + disposeAll(outputs)", phases.dispose);
+row("get() once ready (results only)", resultsOnly(batch, "cuda:0"));
 
 const awaited: number[] = [];
 for (let i = 0; i < runs; i++) {
@@ -90,37 +100,17 @@ for (let i = 0; i < runs; i++) {
   disposeAll(out);
 }
 row("startCopy → await", awaited);
+
 // S4: the batch on cuda:0 back to the host.
 const onGpu = startCopy(batch, "cuda:0").get();
 console.log(`S4 breakdown: the same batch cuda:0 → cpu`);
 row("walk (traverse of the DeviceTensors)", timeEach(() => traverse(onGpu, -1)));
-const back: Record<string, number[]> = { start: [], wait: [], dispose: [], total: [], results: [] };
-for (let i = 0; i < runs; i++) {
-  const t0 = performance.now();
-  const handle = startCopy(onGpu, "cpu");
-  const t1 = performance.now();
-  const out = handle.get();
-  const t2 = performance.now();
-  handle.dispose();
-  disposeAll(out);
-  const t3 = performance.now();
-  back.start!.push(t1 - t0);
-  back.wait!.push(t2 - t1);
-  back.dispose!.push(t3 - t2);
-  back.total!.push(t2 - t0);
-  const again = startCopy(onGpu, "cpu");
-  while (!again.ready()) { /* spin: the copy is over before get() */ }
-  const t4 = performance.now();
-  const views = again.get();
-  back.results!.push(performance.now() - t4);
-  again.dispose();
-  disposeAll(views);
-}
-row("startCopy returns", back.start!);
-row("get() (wait + results)", back.wait!);
-row("startCopy → get()", back.total!);
-row("get() once ready (results only)", back.results!);
-row("dispose() + disposeAll(outputs)", back.dispose!);
+const back = copyPhases(onGpu, "cpu");
+row("startCopy returns", back.start);
+row("get() (wait + results)", back.wait);
+row("startCopy → get()", back.total);
+row("get() once ready (results only)", resultsOnly(onGpu, "cpu"));
+row("dispose() + disposeAll(outputs)", back.dispose);
 disposeAll(onGpu);
 
 const stats = poolStats();
