@@ -253,6 +253,8 @@ static uint64_t g_device_mem_limit;       /* per device */
 static uint64_t g_pinned_limit;           /* 0: no limit */
 static uint64_t g_pinned_used;
 static uint64_t g_copy_delay_ns;
+/* fake_cuda_set_copy_delay_us was called: cuInit keeps its value. */
+static int g_copy_delay_set;
 static unsigned long long g_copy_count;
 static unsigned long long g_pageable_copy_count;
 static unsigned long long g_launch_count;
@@ -648,7 +650,7 @@ FAKE_API CUresult cuInit(unsigned int Flags) {
     g_device_count = (int)env_u64("FAKE_CUDA_DEVICE_COUNT", 1, FAKE_MAX_DEVICES);
     g_device_mem_limit = env_u64("FAKE_CUDA_DEVICE_MEMORY_BYTES", UINT64_C(8) << 30, UINT64_MAX);
     g_pinned_limit = env_u64("FAKE_CUDA_PINNED_MEMORY_BYTES", 0, UINT64_MAX);
-    g_copy_delay_ns = env_u64("FAKE_CUDA_COPY_DELAY_US", 0, UINT64_C(1) << 40) * 1000u;
+    if (!g_copy_delay_set) g_copy_delay_ns = env_u64("FAKE_CUDA_COPY_DELAY_US", 0, UINT64_C(1) << 40) * 1000u;
     for (int d = 0; d < FAKE_MAX_DEVICES; d++) {
       g_ctx[d].device = d;
       g_ctx[d].null_stream.device = d;
@@ -1759,9 +1761,11 @@ FAKE_API void fake_cuda_reset_counters(void) {
   unlock();
 }
 
-/* Overrides FAKE_CUDA_COPY_DELAY_US for copies queued from now on. */
+/* Overrides FAKE_CUDA_COPY_DELAY_US for copies queued from now on, also
+ * when called before cuInit. */
 FAKE_API void fake_cuda_set_copy_delay_us(unsigned long long us) {
   lock();
   g_copy_delay_ns = (uint64_t)us * 1000u;
+  g_copy_delay_set = 1;
   unlock();
 }

@@ -180,6 +180,29 @@ static int no_device(const char *path) {
   return failures != 0;
 }
 
+/* A copy delay set before cuInit is kept (FAKE_CUDA_COPY_DELAY_US is 0). */
+static int delay_before_init(const char *path) {
+  setenv("FAKE_CUDA_DEVICE_COUNT", "1", 1);
+  setenv("FAKE_CUDA_COPY_DELAY_US", "0", 1);
+  load(path);
+  fake_cuda_set_copy_delay_us(20000);
+  EXPECT(OK, cuInit(0));
+  CUdevice d;
+  CUcontext ctx;
+  EXPECT(OK, cuDeviceGet(&d, 0));
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx, d));
+  EXPECT(OK, cuCtxSetCurrent(ctx));
+  CUdeviceptr dst;
+  EXPECT(OK, cuMemAlloc_v2(&dst, 64));
+  static unsigned char pageable[64];
+  double t0 = now_ms();
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(dst, pageable, 64, NULL)); /* pageable: blocks */
+  CHECK(now_ms() - t0 >= 15);
+  EXPECT(OK, cuMemFree_v2(dst));
+  section("a copy delay set before cuInit is kept");
+  return failures != 0;
+}
+
 /* -------------------------------------------------------------- threads */
 
 struct worker {
@@ -227,6 +250,14 @@ int main(int argc, char **argv) {
     _exit(rc);
   }
   int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;
+  pid = fork();
+  if (pid == 0) {
+    int rc = delay_before_init(path);
+    fflush(stdout);
+    _exit(rc);
+  }
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;
 
