@@ -6,6 +6,7 @@
  */
 
 import { invalidArgument } from "./errors.ts";
+import { inDenoWorker } from "./runtime.ts";
 
 /**
  * Options of {@link startCopy}. Every field is optional; the defaults are
@@ -25,7 +26,11 @@ export interface CopyOptions {
   minPackedAlignmentBytes?: number;
   /** Most bytes in one packed chunk, 1 byte .. 1 TiB. Default 32 MiB. */
   maxPackedChunkBytes?: number;
-  /** Stage and submit on the library's background thread, so startCopy returns at once. Default true. */
+  /**
+   * Stage and submit on the library's background thread, so startCopy returns at once.
+   * Default true; false inside a Deno worker, whose memory can be freed (terminate(),
+   * close()) with no event first: there startCopy has read every host leaf when it returns.
+   */
   useBackgroundThread?: boolean;
   /** Host leaves of at most this many bytes are packed. Default 256 KiB. */
   packThresholdBytes?: number;
@@ -48,7 +53,7 @@ export const DEFAULT_OPTIONS: Readonly<Required<CopyOptions>> = Object.freeze({
   packCpuTensors: true,
   minPackedAlignmentBytes: 16,
   maxPackedChunkBytes: 32 * 1024 * 1024,
-  useBackgroundThread: true,
+  useBackgroundThread: !inDenoWorker,
   packThresholdBytes: 256 * 1024,
   stagingThreads: 0,
   stagingPieceBytes: 8 * 1024 * 1024,

@@ -23,6 +23,15 @@ const g = globalThis as unknown as {
 export const runtime: RuntimeName = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "other";
 
 /**
+ * True inside a Deno worker. Its memory can go at any moment (`terminate()`,
+ * `close()`) with no event first, so copies there stage before startCopy
+ * returns (see DEFAULT_OPTIONS.useBackgroundThread).
+ */
+export const inDenoWorker: boolean = runtime === "deno" &&
+  typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function" &&
+  globalThis instanceof (globalThis as unknown as { WorkerGlobalScope: new () => object }).WorkerGlobalScope;
+
+/**
  * An environment variable, or undefined when it is unset or cannot be read
  * (Deno without --allow-env).
  */

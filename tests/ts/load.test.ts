@@ -226,9 +226,16 @@ const FIXTURE = new URL("./fixtures/exit_in_flight.ts", import.meta.url).pathnam
  * and more. In "end-pageable" a pageable copy's driver call reads host
  * memory until its copy ends and the exit waits for one such read: shorter.
  */
-const CHILD_DELAY_US: Record<string, number> = { "exit": 10_000_000, "end": 10_000_000, "exit-await": 10_000_000, "end-pageable": 500_000, "end-staging": 0 };
+const CHILD_DELAY_US: Record<string, number> = {
+  "exit": 10_000_000,
+  "end": 10_000_000,
+  "exit-await": 10_000_000,
+  "end-pageable": 500_000,
+  "end-staging": 0,
+  "workers": 100_000,
+};
 
-async function runChild(mode: string): Promise<ChildResult> {
+async function runChild(mode: string, fixture = FIXTURE): Promise<ChildResult> {
   const childEnv = { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "" };
   const t0 = performance.now();
   const g = globalThis as unknown as {
@@ -242,7 +249,7 @@ async function runChild(mode: string): Promise<ChildResult> {
     process?: { execPath: string; env: Record<string, string | undefined> };
   };
   if (g.Bun !== undefined) {
-    const child = g.Bun.spawn([g.process!.execPath, FIXTURE, mode], {
+    const child = g.Bun.spawn([g.process!.execPath, fixture, mode], {
       env: { ...g.process!.env, ...childEnv },
       stdout: "pipe",
       stderr: "pipe",
@@ -252,7 +259,7 @@ async function runChild(mode: string): Promise<ChildResult> {
     return { code: child.exitCode ?? -1, signal: child.signalCode, stdout, stderr, ms: performance.now() - t0 };
   }
   const out = await new g.Deno!.Command(g.Deno!.execPath(), {
-    args: ["run", "--allow-ffi", "--allow-env", "--allow-read", FIXTURE, mode],
+    args: ["run", "--allow-ffi", "--allow-env", "--allow-read", fixture, mode],
     env: childEnv,
     stdout: "piped",
     stderr: "piped",
@@ -293,5 +300,25 @@ for (const mode of Object.keys(CHILD_DOES)) {
     tally.cases++;
   }, { skip, timeout: 30_000 });
 }
+
+const WORKER_FIXTURE = new URL("./fixtures/worker_exit.ts", import.meta.url).pathname;
+
+test("load: workers that close or are terminated with copies in flight leave the process running and exiting cleanly", async () => {
+  const r = await runChild("workers", WORKER_FIXTURE);
+  const shown = `code ${r.code}, signal ${r.signal}, ${r.ms.toFixed(0)} ms\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
+  assertSame(r.signal, null, `no signal: ${shown}`);
+  assertSame(r.code, 0, `exit code 0: ${shown}`);
+  assert(r.stdout.includes("worker_exit: done"), `the process went on after the workers ended: ${shown}`);
+  const reports = [...r.stdout.matchAll(/(\d+) of 24 copies in flight, useBackgroundThread (true|false)/g)];
+  assertSame(reports.length, 4, `four workers reported: ${shown}`);
+  assert(reports.every((m) => Number(m[1]) > 0), `copies were in flight when each worker ended: ${shown}`);
+  // Deno frees a worker's memory with no event first: there copies stage before startCopy returns.
+  const expected = runner === "deno" ? "false" : "true";
+  assert(reports.every((m) => m[2] === expected), `useBackgroundThread defaults to ${expected} in a ${runner} worker: ${shown}`);
+  assert(!/panic|Segmentation|Aborted|error/i.test(r.stderr), `nothing on stderr: ${shown}`);
+  note(`load (${runner}): 4 workers ended with copies in flight; the process exited in ${r.ms.toFixed(0)} ms`);
+  tally.cases++;
+  tally.copies += 4 * 24;
+}, { skip, timeout: 60_000 });
 
 test("load: totals", () => tally.print(runner), { skip });
