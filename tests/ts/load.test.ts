@@ -141,8 +141,8 @@ const MIB = 2 ** 20;
  * are caught exactly by the counters checked at every sample; this bound is
  * for everything else. Measured: 3 MiB when this file runs alone, 7-19 MiB
  * after the other files in one Bun process (its allocator keeps what they
- * freed); a leak of 8 KiB a copy, a twentieth of one batch's outputs, would
- * pass 32 MiB over the 4,000 copies after warm-up.
+ * freed); a leak of 10 KiB a copy, a fifteenth of one batch's outputs, would
+ * come to 39 MiB over the 4,000 copies after warm-up and fail.
  */
 const NATIVE_SLACK = 32 * MIB;
 
