@@ -11,70 +11,12 @@
 import { cudaDeviceCount, hasKernels } from "../../ts/mod.ts";
 import { assert, note } from "../ts/harness.ts";
 import { gpuTest } from "./gpu_env.ts";
+import { runFaultChild } from "../ts/fixtures/fault_child.ts";
 
 const CHILD = new URL("../ts/faults.test.ts", import.meta.url).pathname;
-const PREFIX = "FAULT-RESULT ";
-
-interface ChildResult {
-  scenario: string;
-  problems: string[];
-  failures: { how: string; code: string; message: string }[];
-  scenarios?: { name: string; fault: string; devices: number; kernels: boolean }[];
-}
-
-interface SpawnRuntime {
-  Bun?: {
-    spawnSync(options: { cmd: string[]; env: Record<string, string | undefined>; stdout: "pipe"; stderr: "pipe"; timeout?: number }): {
-      exitCode: number | null;
-      stdout: Uint8Array;
-      stderr: Uint8Array;
-    };
-  };
-  Deno?: {
-    execPath(): string;
-    Command: new (
-      command: string,
-      options: { args: string[]; env: Record<string, string>; stdout: "piped"; stderr: "piped"; signal?: AbortSignal },
-    ) => { output(): Promise<{ code: number; stdout: Uint8Array; stderr: Uint8Array }> };
-  };
-  process?: { execPath: string; env: Record<string, string | undefined> };
-}
-
-const runtime = globalThis as unknown as SpawnRuntime;
 
 /** Runs the child for `scenario` with `vars` added to this environment; its result. */
-async function child(scenario: string, vars: Record<string, string>): Promise<ChildResult> {
-  const all = { ...vars, MTC_FAULT_CHILD: scenario };
-  const text = new TextDecoder();
-  let code: number | null;
-  let stdout: string;
-  let stderr: string;
-  if (runtime.Bun !== undefined) {
-    const out = runtime.Bun.spawnSync({
-      cmd: [runtime.process!.execPath, CHILD],
-      env: { ...runtime.process!.env, ...all },
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 110_000,
-    });
-    [code, stdout, stderr] = [out.exitCode, text.decode(out.stdout), text.decode(out.stderr)];
-  } else {
-    const deno = runtime.Deno!;
-    const out = await new deno.Command(deno.execPath(), {
-      args: ["run", "--allow-ffi", "--allow-env", "--allow-read", CHILD],
-      env: all,
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(110_000),
-    }).output();
-    [code, stdout, stderr] = [out.code, text.decode(out.stdout), text.decode(out.stderr)];
-  }
-  const line = stdout.split("\n").find((l) => l.startsWith(PREFIX));
-  if (line === undefined) {
-    throw new Error(`the child for "${scenario}" exited with ${code} and no result:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
-  }
-  return JSON.parse(line.slice(PREFIX.length)) as ChildResult;
-}
+const child = (scenario: string, vars: Record<string, string>) => runFaultChild(CHILD, scenario, vars);
 
 gpuTest("MTC_FAULT on this driver: each class fails get() and await with the driver call named, nothing leaks, the next copy is exact", async () => {
   const list = (await child("list", {})).scenarios ?? [];

@@ -12,6 +12,7 @@ import { RawDriver } from "../../bench/driver.ts";
 import { assert, env, test } from "./harness.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { bytesOf, randomLeaf } from "./random_tensors.ts";
+import { type ChildResult, type Failure, RESULT_PREFIX, runFaultChild } from "./fixtures/fault_child.ts";
 
 /** What one child is to copy: `data` to `device`, whose bytes must come out as `expect`'s. */
 interface CopyCase {
@@ -132,13 +133,6 @@ const LIST = "list";
 
 // ------------------------------------------------------------------ child
 
-interface Failure {
-  how: "get" | "await";
-  code: string;
-  message: string;
-  path?: string;
-}
-
 function failureOf(how: "get" | "await", e: unknown): Failure {
   return e instanceof MtcError ? { how, code: e.code, message: e.message, path: e.path } : { how, code: "not an MtcError", message: String(e) };
 }
@@ -146,15 +140,6 @@ function failureOf(how: "get" | "await", e: unknown): Failure {
 /** The problem when `f` does not name the leaf at `path`, else none. */
 function pathProblems(f: Failure, path: string | undefined): string[] {
   return path === undefined || f.path === path ? [] : [`${f.how}: the error names the leaf ${JSON.stringify(f.path)}, expected ${JSON.stringify(path)}`];
-}
-
-/** What a child reports: its problems (empty when all was as expected) and what it saw. */
-interface ChildResult {
-  scenario: string;
-  problems: string[];
-  failures: Failure[];
-  /** LIST only: every scenario with what it needs. */
-  scenarios?: { name: string; fault: string; devices: number; kernels: boolean }[];
 }
 
 const STEADY: (keyof PoolStats)[] = ["plansLive", "blocksLive", "deviceBytesLive", "hostBytesLive", "pinnedBytesInUse"];
@@ -302,8 +287,6 @@ async function runMalformed(): Promise<ChildResult> {
   return { scenario: MALFORMED, problems, failures };
 }
 
-const RESULT_PREFIX = "FAULT-RESULT ";
-
 async function child(name: string): Promise<void> {
   let result: ChildResult;
   try {
@@ -323,68 +306,7 @@ async function child(name: string): Promise<void> {
 
 // ----------------------------------------------------------------- parent
 
-interface SpawnRuntime {
-  Bun?: {
-    spawnSync(options: { cmd: string[]; env: Record<string, string | undefined>; stdout: "pipe"; stderr: "pipe"; timeout?: number }): {
-      exitCode: number | null;
-      stdout: Uint8Array;
-      stderr: Uint8Array;
-    };
-  };
-  Deno?: {
-    execPath(): string;
-    exit(code: number): never;
-    Command: new (
-      command: string,
-      options: { args: string[]; env: Record<string, string>; stdout: "piped"; stderr: "piped"; signal?: AbortSignal },
-    ) => { output(): Promise<{ code: number; stdout: Uint8Array; stderr: Uint8Array }> };
-  };
-  process?: { execPath: string; env: Record<string, string | undefined>; exit(code: number): never };
-}
-
-const runtime = globalThis as unknown as SpawnRuntime;
-
-/**
- * Runs `file` as a child of the current runtime with MTC_FAULT_CHILD=scenario
- * and `extra` in its environment (the rest inherited), and returns the
- * result it printed; throws with its output when it printed none.
- */
-async function runFaultChild(file: string, scenario: string, extra: Record<string, string>): Promise<ChildResult> {
-  const vars = { ...extra, MTC_FAULT_CHILD: scenario };
-  let code: number | null;
-  let stdout: string;
-  let stderr: string;
-  const text = new TextDecoder();
-  if (runtime.Bun !== undefined) {
-    const out = runtime.Bun.spawnSync({
-      cmd: [runtime.process!.execPath, file],
-      env: { ...runtime.process!.env, ...vars },
-      stdout: "pipe",
-      stderr: "pipe",
-      timeout: 110_000,
-    });
-    code = out.exitCode;
-    stdout = text.decode(out.stdout);
-    stderr = text.decode(out.stderr);
-  } else {
-    const deno = runtime.Deno!;
-    const out = await new deno.Command(deno.execPath(), {
-      args: ["run", "--allow-ffi", "--allow-env", "--allow-read", file],
-      env: vars,
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(110_000),
-    }).output();
-    code = out.code;
-    stdout = text.decode(out.stdout);
-    stderr = text.decode(out.stderr);
-  }
-  const line = stdout.split("\n").find((l) => l.startsWith(RESULT_PREFIX));
-  if (line === undefined) {
-    throw new Error(`the child for "${scenario}" exited with ${code} and no result:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
-  }
-  return JSON.parse(line.slice(RESULT_PREFIX.length)) as ChildResult;
-}
+const proc = globalThis as unknown as { Deno?: { exit(code: number): never }; process?: { exit(code: number): never } };
 
 /** Fails with every problem the child reported. */
 function assertNoProblems(result: ChildResult): void {
@@ -394,8 +316,8 @@ function assertNoProblems(result: ChildResult): void {
 const childScenario = env("MTC_FAULT_CHILD");
 if (childScenario !== undefined) {
   await child(childScenario);
-  if (runtime.Deno !== undefined) runtime.Deno.exit(0);
-  else runtime.process!.exit(0);
+  if (proc.Deno !== undefined) proc.Deno.exit(0);
+  else proc.process!.exit(0);
 } else {
   const self = new URL(import.meta.url).pathname;
   const devices = skipWithoutDriver === undefined ? Number(env("FAKE_CUDA_DEVICE_COUNT") ?? 1) : 0;

@@ -11,6 +11,7 @@ import { makeExampleBatch, seededRandom } from "../../examples/example_batch.ts"
 import { canCollectGarbage, collectGarbage, fakeDriver, skipWithoutDriver, tick, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertSame, env, note, runner, test } from "./harness.ts";
 import { assertPoolsBack, checkBatch, collectUntil, poolDrift, poolMark, Tally } from "./fixtures/checks.ts";
+import { runScript, type ScriptResult } from "./fixtures/spawn.ts";
 
 const tally = new Tally("load");
 const skip = skipWithoutDriver ??
@@ -212,14 +213,6 @@ test("load: thousands of example-batch copies, RSS and pools flat after warm-up"
 
 // ------------------------------------------------------- exit in flight
 
-interface ChildResult {
-  code: number;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
 const FIXTURE = new URL("./fixtures/exit_in_flight.ts", import.meta.url).pathname;
 /**
  * Each copy in the child takes this long: waiting for them would take 40 s
@@ -235,37 +228,8 @@ const CHILD_DELAY_US: Record<string, number> = {
   "workers": 100_000,
 };
 
-async function runChild(mode: string, fixture = FIXTURE): Promise<ChildResult> {
-  const childEnv = { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "" };
-  const t0 = performance.now();
-  const g = globalThis as unknown as {
-    Bun?: {
-      spawn(cmd: string[], o: object): { exited: Promise<number>; exitCode: number | null; signalCode: string | null; stdout: ReadableStream; stderr: ReadableStream };
-    };
-    Deno?: {
-      execPath(): string;
-      Command: new (cmd: string, o: object) => { output(): Promise<{ code: number; signal: string | null; stdout: Uint8Array; stderr: Uint8Array }> };
-    };
-    process?: { execPath: string; env: Record<string, string | undefined> };
-  };
-  if (g.Bun !== undefined) {
-    const child = g.Bun.spawn([g.process!.execPath, fixture, mode], {
-      env: { ...g.process!.env, ...childEnv },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [stdout, stderr] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
-    await child.exited;
-    return { code: child.exitCode ?? -1, signal: child.signalCode, stdout, stderr, ms: performance.now() - t0 };
-  }
-  const out = await new g.Deno!.Command(g.Deno!.execPath(), {
-    args: ["run", "--allow-ffi", "--allow-env", "--allow-read", fixture, mode],
-    env: childEnv,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code: out.code, signal: out.signal, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr), ms: performance.now() - t0 };
+function runChild(mode: string, fixture = FIXTURE): Promise<ScriptResult> {
+  return runScript(fixture, [mode], { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "" });
 }
 
 const CHILD_DOES: Record<string, string> = {
