@@ -20,7 +20,7 @@
 
 import { currentBackend } from "../ts/ffi/library.ts";
 import { cudaDeviceCount, DeviceTensor, disposeAll, poolStats, type PoolStats, prefetch, startCopy } from "../ts/mod.ts";
-import { runtime } from "../ts/runtime.ts";
+import { args, exit, option, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
 
@@ -46,7 +46,6 @@ interface ScenarioResult {
 
 type HostView = ArrayBufferView & { length: number };
 
-const args = commandLineArgs();
 const runs = Number(option("--runs") ?? 200);
 const only = option("--only")?.split(",");
 const jsonPath = option("--json");
@@ -355,27 +354,7 @@ function writeJson(path: string, rows: ScenarioResult[], pools?: PoolReport): vo
 
 // ------------------------------------------------------------ command line
 
-function commandLineArgs(): string[] {
-  const g = globalThis as unknown as { Deno?: { args: string[] }; Bun?: { argv: string[] } };
-  return g.Deno?.args ?? g.Bun?.argv.slice(2) ?? [];
-}
-
-function option(name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
-
 function wanted(id: string): boolean {
   return only === undefined || only.includes(id);
 }
 
-function runtimeName(): string {
-  const g = globalThis as unknown as { Bun?: { version: string }; Deno?: { version: { deno: string } } };
-  return runtime === "bun" ? `bun ${g.Bun!.version}` : `deno ${g.Deno!.version.deno}`;
-}
-
-function exit(code: number): never {
-  const g = globalThis as unknown as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
-  if (g.Deno) g.Deno.exit(code);
-  return g.process!.exit(code);
-}

@@ -19,13 +19,12 @@
  */
 
 import { cudaDeviceCount, type Device, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
-import { runtime } from "../ts/runtime.ts";
+import { args, exit, option, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
 
 const MIB = 2 ** 20;
 const NATIVE_SLACK = 16 * MIB;
 
-const args = commandLineArgs();
 const copies = Number(option("--copies") ?? 100_000);
 const device = (option("--device") ?? "cuda:0") as Device;
 const rows = Number(option("--samples") ?? 40);
@@ -202,23 +201,3 @@ function printRow(s: Sample): void {
   );
 }
 
-function commandLineArgs(): string[] {
-  const g = globalThis as unknown as { Deno?: { args: string[] }; Bun?: { argv: string[] } };
-  return g.Deno?.args ?? g.Bun?.argv.slice(2) ?? [];
-}
-
-function option(name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
-
-function runtimeName(): string {
-  const g = globalThis as unknown as { Bun?: { version: string }; Deno?: { version: { deno: string } } };
-  return runtime === "bun" ? `bun ${g.Bun!.version}` : `deno ${g.Deno!.version.deno}`;
-}
-
-function exit(code: number): never {
-  const g = globalThis as unknown as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
-  if (g.Deno) g.Deno.exit(code);
-  return g.process!.exit(code);
-}
