@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_symbols.h"
 
 struct CUctx_st; /* the driver's CUcontext points at one */
@@ -62,30 +63,6 @@ static void check_no_context_left(void) {
   CHECK(ctx == NULL);
 }
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint8_t next_byte(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint8_t)(rng_state >> 24);
-}
-
-static uint8_t *random_bytes(size_t n) {
-  uint8_t *p = malloc(n ? n : 1);
-  for (size_t i = 0; i < n; i++) p[i] = next_byte();
-  return p;
-}
-
-static mtc_leaf make_leaf(const void *address, uint64_t bytes,
-                          uint32_t element_size, int32_t device) {
-  mtc_leaf leaf = {0};
-  leaf.address = (uint64_t)(uintptr_t)address;
-  leaf.bytes = bytes;
-  leaf.device = device;
-  leaf.element_size = element_size;
-  return leaf;
-}
-
 /* Creates, fills, submits and waits for a plan; results go to out. */
 static mtc_plan *run_plan(int32_t target, const mtc_options *options,
                           const mtc_leaf *leaves, uint64_t count,
@@ -108,7 +85,7 @@ static void check_on_device(const mtc_leaf_result *results,
   mtc_leaf *back = calloc(count, sizeof *back);
   mtc_leaf_result *host = calloc(count, sizeof *host);
   for (uint64_t i = 0; i < count; i++) {
-    back[i] = make_leaf((void *)(uintptr_t)results[i].address,
+    back[i] = make_leaf(results[i].address,
                         sources[i].bytes, sources[i].element_size,
                         results[i].device);
   }
@@ -166,8 +143,8 @@ static void test_devices(void) {
 
   /* A leaf on a device that does not exist is named at submit. */
   uint8_t byte = 0;
-  mtc_leaf leaves[2] = {make_leaf(&byte, 1, 1, MTC_DEVICE_CPU),
-                        make_leaf((void *)(uintptr_t)0x1000, 1, 1, 70)};
+  mtc_leaf leaves[2] = {make_leaf(host_address(&byte), 1, 1, MTC_DEVICE_CPU),
+                        make_leaf(0x1000, 1, 1, 70)};
   CHECK_OK(mtc_plan_create(0, NULL, &plan));
   CHECK_OK(mtc_plan_add_leaves(plan, leaves, 2));
   CHECK_STATUS(mtc_plan_submit(plan), MTC_ERR_NO_DEVICE);
@@ -188,11 +165,11 @@ static void test_h2d_packed(uint32_t background) {
     uint32_t element = sizes[i % 5];
     uint64_t bytes = element * (uint64_t)(1 + (i * 37) % 300);
     data[i] = random_bytes((size_t)bytes);
-    leaves[i] = make_leaf(data[i], bytes, element, MTC_DEVICE_CPU);
+    leaves[i] = make_leaf(host_address(data[i]), bytes, element, MTC_DEVICE_CPU);
   }
   /* One strided leaf among them: rows of 24 bytes, 40 apart. */
   uint8_t *rows = random_bytes(40 * 10);
-  leaves[7] = make_leaf(rows, 24 * 10, 8, MTC_DEVICE_CPU);
+  leaves[7] = make_leaf(host_address(rows), 24 * 10, 8, MTC_DEVICE_CPU);
   leaves[7].row_count = 10;
   leaves[7].row_pitch = 40;
 
@@ -239,10 +216,10 @@ static void test_h2d_own(uint32_t background, uint32_t pinned) {
   uint8_t *big = random_bytes(17 << 20);
   uint8_t *rows = random_bytes((size_t)2048 * 4096);
   mtc_leaf leaves[4] = {
-      make_leaf(medium, 10000, 4, MTC_DEVICE_CPU),
-      make_leaf(big, 17 << 20, 4, MTC_DEVICE_CPU),
-      make_leaf(rows, (uint64_t)2048 * 3000, 4, MTC_DEVICE_CPU),
-      make_leaf(medium, 100, 4, MTC_DEVICE_CPU),
+      make_leaf(host_address(medium), 10000, 4, MTC_DEVICE_CPU),
+      make_leaf(host_address(big), 17 << 20, 4, MTC_DEVICE_CPU),
+      make_leaf(host_address(rows), (uint64_t)2048 * 3000, 4, MTC_DEVICE_CPU),
+      make_leaf(host_address(medium), 100, 4, MTC_DEVICE_CPU),
   };
   leaves[2].row_count = 2048;
   leaves[2].row_pitch = 4096;
@@ -289,7 +266,7 @@ static void test_h2d_many_own(uint32_t background) {
   for (int i = 0; i < N; i++) {
     uint64_t bytes = 1000 + (uint64_t)i * 97;
     data[i] = random_bytes((size_t)bytes);
-    leaves[i] = make_leaf(data[i], bytes, 1, MTC_DEVICE_CPU);
+    leaves[i] = make_leaf(host_address(data[i]), bytes, 1, MTC_DEVICE_CPU);
     leaves[i].flags = MTC_LEAF_NO_PACK;
   }
   for (int small = 0; small < 2; small++) {
@@ -320,9 +297,9 @@ static void test_device_sources(uint32_t background) {
   }
   uint8_t *small = random_bytes(3000);
   uint8_t *large = random_bytes(1 << 20);
-  mtc_leaf host[3] = {make_leaf(small, 1000, 4, MTC_DEVICE_CPU),
-                      make_leaf(small + 1000, 2000, 8, MTC_DEVICE_CPU),
-                      make_leaf(large, 1 << 20, 4, MTC_DEVICE_CPU)};
+  mtc_leaf host[3] = {make_leaf(host_address(small), 1000, 4, MTC_DEVICE_CPU),
+                      make_leaf(host_address(small + 1000), 2000, 8, MTC_DEVICE_CPU),
+                      make_leaf(host_address(large), 1 << 20, 4, MTC_DEVICE_CPU)};
   mtc_options o = MTC_OPTIONS_INIT;
   o.use_background_thread = background;
   mtc_leaf_result on0[3];
@@ -332,7 +309,7 @@ static void test_device_sources(uint32_t background) {
 
   mtc_leaf device0[3];
   for (int i = 0; i < 3; i++) {
-    device0[i] = make_leaf((void *)(uintptr_t)on0[i].address, host[i].bytes,
+    device0[i] = make_leaf(on0[i].address, host[i].bytes,
                            host[i].element_size, 0);
   }
   /* Same device: reused as is. */
@@ -399,17 +376,11 @@ static void test_device_sources(uint32_t background) {
   check_no_context_left();
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* With slow copies, poll reports IN_PROGRESS until they complete. */
 static void test_poll_in_progress(uint32_t background) {
   if (!is_fake) return; /* needs the modelled copy delay */
   uint8_t *data = random_bytes(4096);
-  mtc_leaf leaf = make_leaf(data, 4096, 4, MTC_DEVICE_CPU);
+  mtc_leaf leaf = make_leaf(host_address(data), 4096, 4, MTC_DEVICE_CPU);
   mtc_options o = MTC_OPTIONS_INIT;
   o.use_background_thread = background;
   set_delay(200 * 1000);
@@ -464,7 +435,7 @@ static void test_many_plans(void) {
     for (int l = 0; l < LEAVES; l++) {
       uint64_t bytes = 16 + (uint64_t)((p * 7 + l * 13) % 512);
       data[p][l] = random_bytes((size_t)bytes);
-      leaves[p][l] = make_leaf(data[p][l], bytes, 1, MTC_DEVICE_CPU);
+      leaves[p][l] = make_leaf(host_address(data[p][l]), bytes, 1, MTC_DEVICE_CPU);
     }
     mtc_options o = MTC_OPTIONS_INIT;
     o.use_background_thread = (uint32_t)(p % 3 != 0);
@@ -504,7 +475,7 @@ static void *copy_thread(void *arg) {
   for (int round = 0; round < 20; round++) {
     uint32_t values[256];
     for (int i = 0; i < 256; i++) values[i] = (uint32_t)(t->index * 1000 + round * 7 + i);
-    mtc_leaf leaf = make_leaf(values, sizeof values, 4, MTC_DEVICE_CPU);
+    mtc_leaf leaf = make_leaf(host_address(values), sizeof values, 4, MTC_DEVICE_CPU);
     mtc_options o = MTC_OPTIONS_INIT;
     o.use_background_thread = (uint32_t)(round % 2);
     mtc_plan *plan;
@@ -519,7 +490,7 @@ static void *copy_thread(void *arg) {
       t->failures++;
     } else {
       /* Read back with a device->host plan of this thread's own. */
-      mtc_leaf back = make_leaf((void *)(uintptr_t)r.address, sizeof values, 4,
+      mtc_leaf back = make_leaf(r.address, sizeof values, 4,
                                 r.device);
       mtc_plan *read = NULL;
       mtc_leaf_result h;
@@ -559,8 +530,8 @@ static void test_out_of_memory(uint32_t background) {
   /* Never touched: the device allocation fails before it is read. */
   size_t huge_bytes = (size_t)300 << 20;
   uint8_t *huge = malloc(huge_bytes);
-  mtc_leaf leaves[2] = {make_leaf(small, 1000, 4, MTC_DEVICE_CPU),
-                        make_leaf(huge, huge_bytes, 4, MTC_DEVICE_CPU)};
+  mtc_leaf leaves[2] = {make_leaf(host_address(small), 1000, 4, MTC_DEVICE_CPU),
+                        make_leaf(host_address(huge), huge_bytes, 4, MTC_DEVICE_CPU)};
   mtc_options o = MTC_OPTIONS_INIT;
   o.use_background_thread = background;
   mtc_plan *plan;

@@ -50,6 +50,7 @@ struct DLManagedTensorVersioned {
 #include <stdlib.h>
 
 #include "check.h"
+#include "helpers.h"
 
 #define SUITE "test_dlpack"
 
@@ -65,16 +66,6 @@ static uint64_t blocks_live(void) {
   stats.struct_size = sizeof stats;
   CHECK_OK(mtc_get_stats(&stats));
   return stats.blocks_live;
-}
-
-static mtc_leaf make_leaf(const void *address, uint64_t bytes,
-                          uint32_t element_size, int32_t device) {
-  mtc_leaf leaf = {0};
-  leaf.address = (uint64_t)(uintptr_t)address;
-  leaf.bytes = bytes;
-  leaf.device = device;
-  leaf.element_size = element_size;
-  return leaf;
 }
 
 /* Copies leaves to target; the plan (released by the caller) holds the results. */
@@ -118,9 +109,9 @@ static void test_export_device(void) {
     active[i] = (uint8_t)(i % 2);
   }
   const uint64_t before = blocks_live();
-  mtc_leaf leaves[3] = {make_leaf(boxes, sizeof boxes, 4, MTC_DEVICE_CPU),
-                        make_leaf(ids, sizeof ids, 8, MTC_DEVICE_CPU),
-                        make_leaf(active, sizeof active, 1, MTC_DEVICE_CPU)};
+  mtc_leaf leaves[3] = {make_leaf(host_address(boxes), sizeof boxes, 4, MTC_DEVICE_CPU),
+                        make_leaf(host_address(ids), sizeof ids, 8, MTC_DEVICE_CPU),
+                        make_leaf(host_address(active), sizeof active, 1, MTC_DEVICE_CPU)};
   mtc_leaf_result on_gpu[3];
   mtc_plan *plan = copy_to(0, leaves, 3, on_gpu);
   CHECK(on_gpu[0].block != NULL && on_gpu[0].block == on_gpu[1].block &&
@@ -167,7 +158,7 @@ static void test_export_device(void) {
   if (device_count > 1) { /* imported leaves as sources of a device copy */
     mtc_leaf_result on_gpu1[3];
     mtc_plan *second = copy_to(1, imported, 3, on_gpu1);
-    mtc_leaf again = make_leaf((void *)(uintptr_t)on_gpu1[1].address, sizeof ids, 8, 1);
+    mtc_leaf again = make_leaf(on_gpu1[1].address, sizeof ids, 8, 1);
     CHECK(on_gpu1[1].device == 1);
     CHECK(holds(&again, ids, sizeof ids));
     mtc_plan_release(second);
@@ -184,7 +175,7 @@ static void test_export_device(void) {
 /* A scalar (ndim 0) and an empty tensor at the block's end. */
 static void test_export_shapes(void) {
   double value = 2.5;
-  mtc_leaf leaf = make_leaf(&value, sizeof value, 8, MTC_DEVICE_CPU);
+  mtc_leaf leaf = make_leaf(host_address(&value), sizeof value, 8, MTC_DEVICE_CPU);
   mtc_leaf_result r;
   mtc_plan *plan = copy_to(0, &leaf, 1, &r);
   const DLDataType f64 = {kDLFloat, 64, 1};
@@ -215,10 +206,10 @@ static void test_export_shapes(void) {
  * kDLCUDAHost on request, readable in place. */
 static void test_export_pinned(void) {
   int16_t values[5] = {-3, 7, 11, 1000, -32768};
-  mtc_leaf leaf = make_leaf(values, sizeof values, 2, MTC_DEVICE_CPU);
+  mtc_leaf leaf = make_leaf(host_address(values), sizeof values, 2, MTC_DEVICE_CPU);
   mtc_leaf_result on_gpu, on_host;
   mtc_plan *up = copy_to(0, &leaf, 1, &on_gpu);
-  mtc_leaf down_leaf = make_leaf((void *)(uintptr_t)on_gpu.address, sizeof values, 2, 0);
+  mtc_leaf down_leaf = make_leaf(on_gpu.address, sizeof values, 2, 0);
   mtc_plan *down = copy_to(MTC_DEVICE_CPU, &down_leaf, 1, &on_host);
   mtc_plan_release(up);
   const int64_t shape[1] = {5};
@@ -283,7 +274,7 @@ static void test_import_host(void) {
   CHECK(holds(&leaf, &grid[2][0], leaf.bytes));
   mtc_leaf_result on_gpu;
   mtc_plan *plan = copy_to(0, &leaf, 1, &on_gpu);
-  mtc_leaf there = make_leaf((void *)(uintptr_t)on_gpu.address, leaf.bytes, 4, 0);
+  mtc_leaf there = make_leaf(on_gpu.address, leaf.bytes, 4, 0);
   CHECK(holds(&there, &grid[2][0], leaf.bytes));
   mtc_plan_release(plan);
 
@@ -300,7 +291,7 @@ static void test_import_host(void) {
     for (int j = 0; j < 3; j++) want[i][j] = grid[i][j + 1];
   mtc_leaf_result gathered;
   plan = copy_to(0, &leaf, 1, &gathered);
-  there = make_leaf((void *)(uintptr_t)gathered.address, sizeof want, 4, 0);
+  there = make_leaf(gathered.address, sizeof want, 4, 0);
   CHECK(holds(&there, want, sizeof want));
   mtc_plan_release(plan);
 
@@ -334,7 +325,7 @@ static void expect_export_error(mtc_block *block, uint64_t offset,
 
 static void test_export_errors(void) {
   float data[16] = {0};
-  mtc_leaf leaf = make_leaf(data, sizeof data, 4, MTC_DEVICE_CPU);
+  mtc_leaf leaf = make_leaf(host_address(data), sizeof data, 4, MTC_DEVICE_CPU);
   mtc_leaf_result r;
   mtc_plan *plan = copy_to(0, &leaf, 1, &r);
   mtc_block_info info;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_symbols.h"
 
 static struct {
@@ -23,28 +24,6 @@ static struct {
 } fake;
 
 /* ------------------------------------------------------------- helpers */
-
-static uint64_t rng_state = 0x6A09E667F3BCC909ull;
-static uint8_t *random_bytes(size_t n) {
-  uint8_t *p = malloc(n ? n : 1);
-  for (size_t i = 0; i < n; i++) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    p[i] = (uint8_t)(rng_state >> 24);
-  }
-  return p;
-}
-
-static mtc_leaf make_leaf(uint64_t address, uint64_t bytes,
-                          uint32_t element_size, int32_t device) {
-  mtc_leaf leaf = {0};
-  leaf.address = address;
-  leaf.bytes = bytes;
-  leaf.device = device;
-  leaf.element_size = element_size;
-  return leaf;
-}
 
 #define MAX_LEAVES 48
 
@@ -63,13 +42,13 @@ static void make_batch(batch *b, size_t small, size_t large) {
     uint32_t element = sizes[i % 4];
     uint64_t bytes = element * (uint64_t)(3 + (i * 29) % 200);
     b->data[b->count] = random_bytes((size_t)bytes);
-    b->leaves[b->count] = make_leaf((uint64_t)(uintptr_t)b->data[b->count],
+    b->leaves[b->count] = make_leaf(host_address(b->data[b->count]),
                                     bytes, element, MTC_DEVICE_CPU);
     b->count++;
   }
   if (large > 0) {
     b->data[b->count] = random_bytes(large);
-    b->leaves[b->count] = make_leaf((uint64_t)(uintptr_t)b->data[b->count],
+    b->leaves[b->count] = make_leaf(host_address(b->data[b->count]),
                                     large, 4, MTC_DEVICE_CPU);
     b->count++;
   }

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_symbols.h"
 #include "cuda_driver.h"
 #include "device.h"
@@ -66,12 +67,6 @@ static unsigned long long launches(void) {
              #call, cu_ok_r_, mtc_cuda_error_name(cu_ok_r_));           \
     }                                                                   \
   } while (0)
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t next_u64(void) {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_symbols.h"
 
 #define SUITE "test_stop_reading"
@@ -15,17 +16,6 @@ static struct {
   void (*set_copy_delay_us)(unsigned long long);
   int (*live_device_allocations)(void);
 } fake;
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&pause, NULL);
-}
 
 static mtc_leaf host_leaf(const void *data, uint64_t bytes) {
   mtc_leaf leaf = {0};

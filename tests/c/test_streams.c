@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fake_symbols.h"
 #include "device.h"
 #include "event.h"
@@ -82,17 +83,6 @@ static unsigned long long launches(void) {
   return fake.kernel_launches ? fake.kernel_launches() : 0;
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&pause, NULL);
-}
-
 /* The caller's thread must have no current context after libmtc calls. */
 static void check_no_context_left(void) {
   if (fake.ctx_get_current == NULL) return;
@@ -100,18 +90,6 @@ static void check_no_context_left(void) {
   CHECK(fake.ctx_get_current(&ctx) == 0);
   CHECK(ctx == NULL);
 }
-
-static mtc_leaf make_leaf(uint64_t address, uint64_t bytes,
-                          uint32_t element_size, int32_t device) {
-  mtc_leaf leaf = {0};
-  leaf.address = address;
-  leaf.bytes = bytes;
-  leaf.device = device;
-  leaf.element_size = element_size;
-  return leaf;
-}
-
-static uint64_t host_address(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 static mtc_options options_bg(uint32_t background) {
   mtc_options o = MTC_OPTIONS_INIT;
