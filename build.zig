@@ -1,4 +1,4 @@
-//! Builds libmtc (shared and static) from the C sources in lib/src, the
+//! Builds libmtc (shared and static) from the C sources in lib/src/*/, the
 //! emulated CUDA driver used by tests (when tests/fake_cuda/ exists), and the
 //! C tests. `zig build` installs zig-out/lib/libmtc.{so,a} and
 //! zig-out/include/mtc.h; `zig build test` runs the C tests.
@@ -10,29 +10,28 @@
 //! returns 0.
 const std = @import("std");
 
-const lib_sources = [_][]const u8{
-    "lib/src/api.c",
-    "lib/src/background.c",
-    "lib/src/block.c",
-    "lib/src/cuda_driver.c",
-    "lib/src/debug_kernels.c",
-    "lib/src/device.c",
-    "lib/src/dlpack.c",
-    "lib/src/error.c",
-    "lib/src/event.c",
-    "lib/src/fault.c",
-    "lib/src/keep_loaded.c",
-    "lib/src/kernels.c",
-    "lib/src/options.c",
-    "lib/src/pinned_pool.c",
-    "lib/src/plan.c",
-    "lib/src/planner.c",
-    "lib/src/spin.c",
-    "lib/src/stage_copy.c",
-    "lib/src/staging_pool.c",
-    "lib/src/stream_api.c",
-    "lib/src/transfer.c",
+/// libmtc's C sources, folder by folder, in the order of a copy's pipeline:
+/// a folder includes headers only from itself and the folders listed after
+/// it (scripts/check_c_layout.py checks this; docs/ARCHITECTURE.md is the map).
+/// A new file needs only its folder's list.
+const lib_folders = [_]SourceFolder{
+    // the plan's life cycle: create, add, submit, wait, results, release
+    .{ .path = "lib/src/plan", .files = &.{ "create.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "wait.c" } },
+    // carrying a submitted plan out: background thread, one file per direction
+    .{ .path = "lib/src/run", .files = &.{ "background.c", "gather.c", "host_copy.c", "peer.c", "plan_state.c", "to_device.c", "to_host.c", "transfer.c", "transfer_context.c" } },
+    // where each leaf goes: reused, packed into a chunk, or its own block
+    .{ .path = "lib/src/layout", .files = &.{"planner.c"} },
+    // gathering host leaves into staging memory on the staging threads
+    .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c" } },
+    // output blocks, the pinned pool, DLPack
+    .{ .path = "lib/src/memory", .files = &.{ "block.c", "dlpack.c", "pinned_pool.c" } },
+    // the driver (loaded at run time), devices, streams, events, kernels
+    .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "stream_api.c" } },
+    // errors, options, environment knobs, the clock, version
+    .{ .path = "lib/src/base", .files = &.{ "clock.c", "error.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
 };
+
+const SourceFolder = struct { path: []const u8, files: []const []const u8 };
 
 const lib_flags = [_][]const u8{
     "-std=c11",
@@ -388,7 +387,9 @@ fn libModule(b: *std.Build, config: Config, kernels: ?std.Build.LazyPath) *std.B
         .pic = true,
         .sanitize_thread = config.tsan,
     });
-    mod.addCSourceFiles(.{ .files = &lib_sources, .flags = &lib_flags });
+    for (lib_folders) |folder| {
+        mod.addCSourceFiles(.{ .root = b.path(folder.path), .files = folder.files, .flags = &lib_flags });
+    }
     if (kernels) |source| {
         mod.addCSourceFile(.{ .file = source, .flags = &lib_flags });
         mod.addCMacro("MTC_HAVE_KERNELS", "1");

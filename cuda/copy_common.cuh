@@ -14,7 +14,7 @@
 
 namespace mtc {
 
-// blockDim.x of every libmtc kernel (lib/src/kernels.c: MTC_KERNEL_THREADS).
+// blockDim.x of every libmtc kernel (lib/src/cuda/kernels.c: MTC_KERNEL_THREADS).
 constexpr uint32_t kThreads = 256;
 
 // Loads in flight per thread in the vector loops.

@@ -3,7 +3,7 @@
 //   extern "C" __global__ void mtc_copy_segments(const mtc_segment *table, uint32_t n)
 //
 // Copies each of the n segments {src, dst, bytes} of `table` (24 bytes each;
-// lib/src/kernels.h declares the same struct) from src to dst. Addresses are
+// lib/src/cuda/kernels.h declares the same struct) from src to dst. Addresses are
 // device memory or pinned host memory (unified addressing), so one launch
 // gathers many device tensors into one pinned block, or scatters/batches
 // device-to-device copies. Any alignment and size, 0 included.
@@ -17,7 +17,7 @@
 //  - larger ones by the whole block; a segment of more than kPartBytes is
 //    split into up to gridDim.y parts, part p copied by the blocks with
 //    blockIdx.y == p, so that one large segment spreads over many SMs.
-// lib/src/kernels.c sizes the grid from n, the total and the largest segment.
+// lib/src/cuda/kernels.c sizes the grid from n, the total and the largest segment.
 #include <stdint.h>
 
 #include "copy_common.cuh"

@@ -10,7 +10,7 @@
 // Launch: blockDim = (mtc::kThreads, 1, 1), any 1-D grid; the threads of the grid
 // stride over the bytes. Each block spins from its own start, so the fill
 // begins at least spin_us after the kernel started (all blocks run at once
-// for the small grids lib/src/debug_kernels.c launches).
+// for the small grids lib/src/cuda/debug_kernels.c launches).
 #include <stdint.h>
 
 #include "copy_common.cuh"

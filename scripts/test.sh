@@ -30,6 +30,10 @@ exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
   echo "libmtc.so exports $(nm -D --defined-only zig-out/lib/libmtc.so | grep -c ' mtc_') mtc_ symbols and nothing else"
 }
 
+c_layout() { # lib/src stays the pipeline of a copy (the check proves itself first)
+  python3 scripts/check_c_layout.py --selftest && python3 scripts/check_c_layout.py
+}
+
 c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `env ENV...`
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
@@ -38,6 +42,7 @@ python_example() { # python_example ENV...: examples/python/copy_batch.py with s
   env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
 
+suite "C layout: folders in pipeline order, no include circle, no file above 400 lines" c_layout
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan

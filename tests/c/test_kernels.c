@@ -1,5 +1,5 @@
 /* test_kernels.c — libmtc's CUDA kernels (cuda/): the segment-copy kernel
- * through lib/src/kernels.h, and the test kernels of mtc.h (mtc_has_kernels,
+ * through lib/src/cuda/kernels.h, and the test kernels of mtc.h (mtc_has_kernels,
  * mtc_debug_fill, mtc_debug_copy).
  *
  *   test_kernels DRIVER kernels         emulated driver (libfakecuda.so), kernels
@@ -24,10 +24,10 @@
 #include "check.h"
 #include "helpers.h"
 #include "fake_symbols.h"
-#include "cuda_driver.h"
-#include "device.h"
-#include "error.h"
-#include "kernels.h"
+#include "cuda/driver.h"
+#include "cuda/device.h"
+#include "base/error.h"
+#include "cuda/kernels.h"
 
 /* ------------------------------------------------------------- the driver */
 

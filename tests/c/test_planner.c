@@ -1,7 +1,7 @@
 /* test_planner.c — the layout rules of planner.h, with no CUDA involved. */
 #include "check.h"
-#include "options.h"
-#include "planner.h"
+#include "base/options.h"
+#include "layout/planner.h"
 
 static mtc_leaf host_leaf(uint64_t bytes, uint32_t element_size) {
   mtc_leaf leaf = {0};

@@ -24,8 +24,8 @@
 #include "check.h"
 #include "helpers.h"
 #include "fake_symbols.h"
-#include "device.h"
-#include "event.h"
+#include "cuda/device.h"
+#include "cuda/event.h"
 #include "mtc.h"
 
 /* The emulated driver's exports (NULL when absent), typed exactly as

@@ -1,0 +1,196 @@
+/* driver.c — opens the CUDA driver with dlopen, once, and resolves the
+ * entry points libmtc uses. MTC_CUDA_DRIVER names another library to open
+ * instead (the tests point it at an emulated driver). */
+#include "cuda/driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda/fault.h"
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static mtc_cuda_api api;
+static mtc_status load_status = MTC_ERR_INTERNAL;
+/* The load's failure message, replayed to every thread that asks later. */
+static char load_message[MTC_ERROR_CAPACITY];
+
+typedef struct symbol_entry {
+  const char *name;
+  size_t offset; /* of the function pointer in mtc_cuda_api */
+  int optional;
+} symbol_entry;
+
+#define REQUIRED(name) {#name, offsetof(mtc_cuda_api, name), 0}
+#define OPTIONAL(name) {#name, offsetof(mtc_cuda_api, name), 1}
+
+static const symbol_entry symbols[] = {
+    REQUIRED(cuInit),
+    REQUIRED(cuDriverGetVersion),
+    REQUIRED(cuGetErrorName),
+    REQUIRED(cuGetErrorString),
+    REQUIRED(cuDeviceGetCount),
+    REQUIRED(cuDeviceGet),
+    REQUIRED(cuDevicePrimaryCtxRetain),
+    REQUIRED(cuDevicePrimaryCtxRelease_v2),
+    REQUIRED(cuCtxGetCurrent),
+    REQUIRED(cuCtxSetCurrent),
+    REQUIRED(cuCtxPushCurrent_v2),
+    REQUIRED(cuCtxPopCurrent_v2),
+    REQUIRED(cuCtxGetDevice),
+    REQUIRED(cuStreamCreate),
+    REQUIRED(cuStreamDestroy_v2),
+    REQUIRED(cuStreamSynchronize),
+    REQUIRED(cuStreamWaitEvent),
+    REQUIRED(cuEventCreate),
+    REQUIRED(cuEventDestroy_v2),
+    REQUIRED(cuEventRecord),
+    REQUIRED(cuEventQuery),
+    REQUIRED(cuEventSynchronize),
+    REQUIRED(cuMemHostAlloc),
+    REQUIRED(cuMemFreeHost),
+    REQUIRED(cuMemAlloc_v2),
+    REQUIRED(cuMemFree_v2),
+    OPTIONAL(cuMemPoolCreate),
+    OPTIONAL(cuMemPoolDestroy),
+    OPTIONAL(cuMemPoolSetAttribute),
+    OPTIONAL(cuMemAllocFromPoolAsync),
+    OPTIONAL(cuMemFreeAsync),
+    OPTIONAL(cuMemPoolSetAccess),
+    REQUIRED(cuMemcpyHtoDAsync_v2),
+    REQUIRED(cuMemcpyDtoHAsync_v2),
+    REQUIRED(cuMemcpyDtoDAsync_v2),
+    REQUIRED(cuMemcpyPeerAsync),
+    REQUIRED(cuDeviceCanAccessPeer),
+    REQUIRED(cuCtxEnablePeerAccess),
+    OPTIONAL(cuModuleLoadData),
+    OPTIONAL(cuModuleGetFunction),
+    OPTIONAL(cuModuleUnload),
+    OPTIONAL(cuLaunchKernel),
+};
+
+static void load_driver(void) {
+  /* A malformed MTC_FAULT (fault.h) fails the load instead of being
+   * ignored: a test that meant to inject faults must not pass without. */
+  if (mtc_fault_configure(load_message, sizeof load_message) != MTC_OK) {
+    load_status = MTC_ERR_INVALID_ARGUMENT;
+    return;
+  }
+  const char *override = getenv("MTC_CUDA_DRIVER");
+  const char *path =
+      (override != NULL && override[0] != '\0') ? override : "libcuda.so.1";
+
+  /* RTLD_LOCAL: the driver's symbols must not leak into the process's
+   * global namespace (the host runtime may load its own copy). */
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL) {
+    const char *why = dlerror();
+    mtc_format(load_message, sizeof load_message,
+               "could not load the CUDA driver %s: %s", path,
+               why ? why : "unknown dlopen error");
+    load_status = MTC_ERR_NO_DRIVER;
+    return;
+  }
+
+  mtc_cuda_api table;
+  memset(&table, 0, sizeof table);
+  for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+    void *fn = dlsym(handle, symbols[i].name);
+    if (fn == NULL && !symbols[i].optional) {
+      mtc_format(load_message, sizeof load_message,
+                 "the CUDA driver %s lacks %s (driver too old?)", path,
+                 symbols[i].name);
+      load_status = MTC_ERR_NO_DRIVER;
+      dlclose(handle);
+      return;
+    }
+    /* Function pointers and void * share a representation on every
+     * platform with dlsym; memcpy avoids the ISO C cast warning. */
+    memcpy((char *)&table + symbols[i].offset, &fn, sizeof fn);
+  }
+
+  CUresult result = table.cuInit(0);
+  if (result != CUDA_SUCCESS) {
+    const char *name = NULL;
+    if (table.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == NULL) {
+      name = "unknown CUDA error";
+    }
+    mtc_format(load_message, sizeof load_message,
+               "the CUDA driver %s failed to initialise: cuInit returned %s "
+               "(%d)",
+               path, name, result);
+    load_status = MTC_ERR_NO_DRIVER;
+    /* Keep the library loaded: unloading a driver after cuInit is unsafe. */
+    return;
+  }
+
+  /* A missing piece of the stream-ordered allocator disables all of it. */
+  if (!table.cuMemPoolCreate || !table.cuMemPoolDestroy ||
+      !table.cuMemPoolSetAttribute || !table.cuMemAllocFromPoolAsync ||
+      !table.cuMemFreeAsync || !table.cuMemPoolSetAccess) {
+    table.cuMemPoolCreate = NULL;
+    table.cuMemPoolDestroy = NULL;
+    table.cuMemPoolSetAttribute = NULL;
+    table.cuMemAllocFromPoolAsync = NULL;
+    table.cuMemFreeAsync = NULL;
+    table.cuMemPoolSetAccess = NULL;
+  }
+
+  /* Likewise for modules and launches: all or none. */
+  if (!table.cuModuleLoadData || !table.cuModuleGetFunction ||
+      !table.cuModuleUnload || !table.cuLaunchKernel) {
+    table.cuModuleLoadData = NULL;
+    table.cuModuleGetFunction = NULL;
+    table.cuModuleUnload = NULL;
+    table.cuLaunchKernel = NULL;
+  }
+
+  mtc_fault_install(&table);
+  api = table;
+  load_status = MTC_OK;
+}
+
+mtc_status mtc_cuda_load(const mtc_cuda_api **out) {
+  pthread_once(&load_once, load_driver);
+  if (load_status != MTC_OK) {
+    if (out) *out = NULL;
+    return mtc_error_set_text(load_status, load_message);
+  }
+  if (out) *out = &api;
+  return MTC_OK;
+}
+
+mtc_status mtc_cuda_device_count_internal(int *out_count) {
+  const mtc_cuda_api *cu;
+  *out_count = 0;
+  mtc_status status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  int count = 0;
+  CUresult result = cu->cuDeviceGetCount(&count);
+  if (result != CUDA_SUCCESS) return mtc_cuda_fail(result, "cuDeviceGetCount");
+  *out_count = count;
+  return MTC_OK;
+}
+
+const char *mtc_cuda_error_name(CUresult result) {
+  const char *name = NULL;
+  if (load_status == MTC_OK && api.cuGetErrorName(result, &name) == CUDA_SUCCESS &&
+      name != NULL) {
+    return name;
+  }
+  return "CUDA_ERROR_UNKNOWN_CODE";
+}
+
+mtc_status mtc_cuda_fail(CUresult result, const char *what) {
+  const char *text = NULL;
+  if (load_status != MTC_OK ||
+      api.cuGetErrorString(result, &text) != CUDA_SUCCESS || text == NULL) {
+    text = "no description";
+  }
+  mtc_status status =
+      result == CUDA_ERROR_OUT_OF_MEMORY ? MTC_ERR_OUT_OF_MEMORY : MTC_ERR_CUDA;
+  return mtc_error_set(status, "%s failed: %s (%d: %s)", what,
+                       mtc_cuda_error_name(result), result, text);
+}

@@ -1,0 +1,124 @@
+/* planner.c — greedy chunk packing. */
+#include "layout/planner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options) {
+  if (leaf->bytes > options->pack_threshold_bytes) return 0;
+  if (leaf->bytes > options->max_packed_chunk_bytes) return 0;
+  if (leaf->flags & MTC_LEAF_NO_PACK) return 0;
+  if (leaf->device == MTC_DEVICE_CPU && !options->pack_cpu_tensors) return 0;
+  return 1;
+}
+
+static uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/* The chunk being filled for one source device. */
+typedef struct open_chunk {
+  int32_t source_device;
+  size_t chunk; /* index in layout->chunks */
+} open_chunk;
+
+static int add_chunk(mtc_layout *layout, size_t *capacity,
+                     int32_t source_device) {
+  if (layout->chunk_count == *capacity) {
+    size_t grown = *capacity ? *capacity * 2 : 8;
+    mtc_chunk *chunks = realloc(layout->chunks, grown * sizeof *chunks);
+    if (chunks == NULL) return -1;
+    layout->chunks = chunks;
+    *capacity = grown;
+  }
+  mtc_chunk *chunk = &layout->chunks[layout->chunk_count++];
+  chunk->source_device = source_device;
+  chunk->bytes = 0;
+  chunk->leaf_count = 0;
+  return 0;
+}
+
+mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
+                              int32_t target_device,
+                              const mtc_options *options, mtc_layout *out) {
+  memset(out, 0, sizeof *out);
+  out->placements = calloc(count ? count : 1, sizeof *out->placements);
+  if (out->placements == NULL) return MTC_ERR_OUT_OF_MEMORY;
+  out->leaf_count = count;
+
+  size_t chunk_capacity = 0;
+  /* Source devices are few: a small array of open chunks is enough. */
+  open_chunk *open = NULL;
+  size_t open_count = 0, open_capacity = 0;
+
+  for (size_t i = 0; i < count; i++) {
+    const mtc_leaf *leaf = &leaves[i];
+    mtc_placement *place = &out->placements[i];
+    if (leaf->bytes == 0) {
+      place->kind = MTC_PLACE_ZERO;
+      continue;
+    }
+    if (leaf->device == target_device && leaf->row_count <= 1) {
+      place->kind = MTC_PLACE_REUSED;
+      continue;
+    }
+    if (!mtc_planner_packable(leaf, options)) {
+      place->kind = MTC_PLACE_OWN;
+      out->own_count++;
+      continue;
+    }
+
+    size_t slot = 0;
+    while (slot < open_count && open[slot].source_device != leaf->device) {
+      slot++;
+    }
+    if (slot == open_count) {
+      if (open_count == open_capacity) {
+        size_t grown = open_capacity ? open_capacity * 2 : 4;
+        open_chunk *more = realloc(open, grown * sizeof *more);
+        if (more == NULL) goto out_of_memory;
+        open = more;
+        open_capacity = grown;
+      }
+      if (add_chunk(out, &chunk_capacity, leaf->device) != 0) {
+        goto out_of_memory;
+      }
+      open[slot].source_device = leaf->device;
+      open[slot].chunk = out->chunk_count - 1;
+      open_count++;
+    }
+
+    uint64_t alignment = options->min_packed_alignment_bytes;
+    if (leaf->element_size > alignment) alignment = leaf->element_size;
+    mtc_chunk *chunk = &out->chunks[open[slot].chunk];
+    uint64_t offset = align_up(chunk->bytes, alignment);
+    if (offset + leaf->bytes > options->max_packed_chunk_bytes &&
+        chunk->leaf_count > 0) {
+      if (add_chunk(out, &chunk_capacity, leaf->device) != 0) {
+        goto out_of_memory;
+      }
+      open[slot].chunk = out->chunk_count - 1;
+      chunk = &out->chunks[open[slot].chunk];
+      offset = 0;
+    }
+    chunk->bytes = offset + leaf->bytes;
+    chunk->leaf_count++;
+    place->kind = MTC_PLACE_PACKED;
+    place->chunk = (uint32_t)open[slot].chunk;
+    place->offset = offset;
+  }
+  free(open);
+  return MTC_OK;
+
+out_of_memory:
+  free(open);
+  mtc_layout_free(out);
+  return MTC_ERR_OUT_OF_MEMORY;
+}
+
+void mtc_layout_free(mtc_layout *layout) {
+  if (layout == NULL) return;
+  free(layout->placements);
+  free(layout->chunks);
+  memset(layout, 0, sizeof *layout);
+}

@@ -1,0 +1,195 @@
+/* create.c — a plan's building phase: create it for a target, add its
+ * leaves (each checked as it comes), name the caller's streams. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/options.h"
+#include "plan/phase.h"
+#include "plan/validate.h"
+
+MTC_API mtc_status mtc_plan_create(int32_t target_device,
+                                   const mtc_options *options,
+                                   mtc_plan **out_plan) {
+  if (out_plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_plan_create: out_plan must not be NULL");
+  }
+  *out_plan = NULL;
+  mtc_options normalized;
+  mtc_status status = mtc_options_normalize(options, &normalized);
+  if (status != MTC_OK) return status;
+  if (target_device < MTC_DEVICE_CPU) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "target device %d is neither MTC_DEVICE_CPU (-1) nor "
+                         "a CUDA ordinal",
+                         target_device);
+  }
+  if (target_device >= 0) {
+    /* Fail early (no driver, no such device) and set the device up now
+     * rather than in the middle of the first copy. */
+    mtc_device *device;
+    status = mtc_device_get(target_device, &device);
+    if (status != MTC_OK) return status;
+  }
+
+  mtc_plan *plan = calloc(1, sizeof *plan);
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  plan->target = target_device;
+  plan->options = normalized;
+  plan->phase = MTC_PHASE_BUILDING;
+  plan->status = MTC_OK;
+  plan->error_leaf = -1;
+  plan->stats.struct_size = sizeof plan->stats;
+  pthread_mutex_init(&plan->lock, NULL);
+  pthread_cond_init(&plan->submitted, NULL);
+  mtc_plan_count_created();
+  *out_plan = plan;
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
+                                       uint64_t count) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  if (leaves == NULL && count > 0) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "leaves must not be NULL"),
+                     -1);
+  }
+  if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "leaves can only be added before submit"),
+                     -1);
+  }
+  for (uint64_t i = 0; i < count; i++) {
+    mtc_status status = mtc_plan_check_leaf(&leaves[i], plan->leaf_count + i);
+    if (status != MTC_OK) {
+      return mtc_plan_fail(plan, status, (int64_t)(plan->leaf_count + i));
+    }
+  }
+  if (count > UINT64_MAX / 2 / sizeof(mtc_leaf) - plan->leaf_count) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "too many leaves"),
+                     -1);
+  }
+  uint64_t needed = plan->leaf_count + count;
+  if (needed > plan->leaf_capacity) {
+    uint64_t grown = plan->leaf_capacity ? plan->leaf_capacity * 2 : 64;
+    if (grown < needed) grown = needed;
+    mtc_leaf *more = realloc(plan->leaves, (size_t)grown * sizeof *more);
+    if (more == NULL) {
+      return mtc_plan_fail(plan,
+                       mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                     "out of host memory for %llu leaves",
+                                     (unsigned long long)needed),
+                       -1);
+    }
+    plan->leaves = more;
+    plan->leaf_capacity = grown;
+  }
+  if (count > 0) {
+    memcpy(plan->leaves + plan->leaf_count, leaves,
+           (size_t)count * sizeof *leaves);
+  }
+  plan->leaf_count = needed;
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_add_leaf(mtc_plan *plan, const mtc_leaf *leaf,
+                                     uint64_t *out_index) {
+  if (plan != NULL && leaf == NULL) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "leaf must not be NULL"),
+                     -1);
+  }
+  uint64_t index = plan ? plan->leaf_count : 0;
+  mtc_status status = mtc_plan_add_leaves(plan, leaf, 1);
+  if (status == MTC_OK && out_index != NULL) *out_index = index;
+  return status;
+}
+
+MTC_API mtc_status mtc_leaves_set_addresses(mtc_leaf *leaves, uint64_t first,
+                                            uint32_t count, const void *view0,
+                                            const void *view1, const void *view2,
+                                            const void *view3, const void *view4,
+                                            const void *view5, const void *view6,
+                                            const void *view7) {
+  const void *views[8] = {view0, view1, view2, view3,
+                          view4, view5, view6, view7};
+  if (count > 8) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "count is %u; at most 8 views per call", count);
+  }
+  if (leaves == NULL && count > 0) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "leaves must not be NULL");
+  }
+  for (uint32_t k = 0; k < count; k++) {
+    mtc_leaf *leaf = &leaves[first + k];
+    if (views[k] != NULL && leaf->bytes != 0) {
+      leaf->address = (uint64_t)(uintptr_t)views[k];
+    }
+  }
+  return MTC_OK;
+}
+
+MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan) {
+  return plan ? plan->leaf_count : 0;
+}
+
+MTC_API mtc_status mtc_plan_set_stream(mtc_plan *plan, int32_t device,
+                                       uint64_t stream) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "mtc_plan_set_stream: streams can only be "
+                                   "set before submit"),
+                     -1);
+  }
+  if (device < 0) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "mtc_plan_set_stream: device %d is not a "
+                                   "CUDA ordinal (streams belong to CUDA "
+                                   "devices)",
+                                   device),
+                     -1);
+  }
+  mtc_device *d;
+  mtc_status status = mtc_device_get(device, &d);
+  if (status != MTC_OK) return mtc_plan_fail(plan, status, -1);
+
+  size_t i = 0;
+  while (i < plan->stream_count && plan->streams[i].device != d) i++;
+  if (stream == 0) {
+    /* 0 takes the device's stream back out. */
+    if (i < plan->stream_count) {
+      plan->streams[i] = plan->streams[--plan->stream_count];
+    }
+    return MTC_OK;
+  }
+  if (i == plan->stream_count) {
+    mtc_plan_stream *more =
+        realloc(plan->streams, (plan->stream_count + 1) * sizeof *more);
+    if (more == NULL) {
+      return mtc_plan_fail(plan,
+                       mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                     "out of host memory"),
+                       -1);
+    }
+    plan->streams = more;
+    plan->stream_count++;
+  }
+  plan->streams[i].device = d;
+  plan->streams[i].stream = (CUstream)(uintptr_t)stream;
+  plan->streams[i].ready = NULL;
+  return MTC_OK;
+}

@@ -1,0 +1,59 @@
+/* release.c — the end of a plan: stop reading host memory (a runtime about
+ * to free it, as at exit) and release everything the plan holds. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "plan/phase.h"
+#include "run/transfer.h"
+
+MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  atomic_store(&plan->stop_reading, 1);
+  uint64_t deadline = mtc_clock_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* Reads are memcpys and driver calls: short, so a poll is enough. */
+  while (atomic_load(&plan->reading)) {
+    if (mtc_clock_ns() >= deadline) {
+      return mtc_error_set(MTC_IN_PROGRESS,
+                           "mtc_plan_stop_reading: a read of host memory "
+                           "was still in progress after %u ms", timeout_ms);
+    }
+    struct timespec pause = {0, 50 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return MTC_OK;
+}
+
+MTC_API void mtc_plan_release(mtc_plan *plan) {
+  if (plan == NULL) return;
+  if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
+    /* Copies in flight still read staging and write blocks. */
+    mtc_plan_wait(plan);
+  }
+  mtc_transfer_return_staging(plan);
+  for (size_t i = 0; i < plan->block_count; i++) {
+    mtc_block_release(plan->blocks[i]);
+  }
+  mtc_event_release(plan->completion);
+  for (size_t i = 0; i < plan->held_count; i++) {
+    mtc_device_event_release(plan->held_events[i].device,
+                             plan->held_events[i].event);
+  }
+  for (size_t i = 0; i < plan->stream_count; i++) {
+    mtc_device_event_release(plan->streams[i].device,
+                             plan->streams[i].ready);
+  }
+  mtc_layout_free(&plan->layout);
+  free(plan->leaves);
+  free(plan->streams);
+  free(plan->results);
+  free(plan->blocks);
+  free(plan->staging);
+  free(plan->held_events);
+  pthread_cond_destroy(&plan->submitted);
+  pthread_mutex_destroy(&plan->lock);
+  free(plan);
+  mtc_plan_count_released();
+}

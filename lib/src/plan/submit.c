@@ -1,0 +1,189 @@
+/* submit.c — mtc_plan_submit: lay the plan out, record the events that
+ * order it after the caller's streams, then hand it to run/ on the
+ * background thread (or run it here). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "cuda/driver.h"
+#include "plan/phase.h"
+#include "plan/validate.h"
+#include "run/transfer.h"
+
+/* Lays the plan out and reserves room for everything the transfer records,
+ * so that recording never fails half-way. */
+static mtc_status prepare(mtc_plan *plan) {
+  mtc_status status = mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
+                                         plan->target, &plan->options,
+                                         &plan->layout);
+  if (status != MTC_OK) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  size_t outputs = plan->layout.chunk_count + plan->layout.own_count;
+  plan->results = calloc(plan->leaf_count ? plan->leaf_count : 1,
+                         sizeof *plan->results);
+  plan->blocks = calloc(outputs + 1, sizeof *plan->blocks);
+  /* Staging: one buffer per output, the piece ring, and one segment table
+   * per source device of gathered chunks (at most one per chunk). */
+  plan->staging = calloc(outputs + plan->layout.chunk_count + MTC_PIECE_RING,
+                         sizeof *plan->staging);
+  if (!plan->results || !plan->blocks || !plan->staging) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+
+  /* What the layout says about the copy; the submission adds the rest. */
+  uint64_t reused = 0, packed = 0, bytes = 0;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    switch (plan->layout.placements[i].kind) {
+      case MTC_PLACE_REUSED:
+        reused++;
+        break;
+      case MTC_PLACE_PACKED:
+        packed++;
+        bytes += plan->leaves[i].bytes;
+        break;
+      case MTC_PLACE_OWN:
+        bytes += plan->leaves[i].bytes;
+        break;
+      case MTC_PLACE_ZERO:
+        break;
+    }
+  }
+  pthread_mutex_lock(&plan->lock);
+  plan->stats.leaves_reused = reused;
+  plan->stats.leaves_packed = packed;
+  plan->stats.chunks = plan->layout.chunk_count;
+  plan->stats.bytes_copied = bytes;
+  pthread_mutex_unlock(&plan->lock);
+  return MTC_OK;
+}
+
+/* Does the plan copy (not reuse) leaves that live on device? */
+static int copies_from(const mtc_plan *plan, int32_t device) {
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    mtc_placement_kind kind = plan->layout.placements[i].kind;
+    if (plan->leaves[i].device == device &&
+        (kind == MTC_PLACE_PACKED || kind == MTC_PLACE_OWN)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* On the caller's thread, at submit: an event on each caller's stream whose
+ * device holds leaves the plan copies, so that those copies read the leaves
+ * only after the work the caller queued there so far. */
+static mtc_status record_source_events(mtc_plan *plan) {
+  if (plan->stream_count == 0) return MTC_OK;
+  const mtc_cuda_api *cu;
+  mtc_status status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  mtc_context_scope scope;
+  mtc_context_scope_begin(&scope);
+  for (size_t i = 0; status == MTC_OK && i < plan->stream_count; i++) {
+    mtc_plan_stream *s = &plan->streams[i];
+    if (!copies_from(plan, s->device->ordinal)) continue;
+    status = mtc_context_scope_use(&scope, s->device);
+    if (status != MTC_OK) break;
+    CUevent event;
+    status = mtc_device_event_acquire(s->device, &event);
+    if (status != MTC_OK) break;
+    CUresult r = cu->cuEventRecord(event, s->stream);
+    if (r != CUDA_SUCCESS) {
+      mtc_device_event_release(s->device, event);
+      char what[96];
+      mtc_format(what, sizeof what,
+                 "cuEventRecord on the stream set for cuda:%d (0x%llx)",
+                 s->device->ordinal,
+                 (unsigned long long)(uintptr_t)s->stream);
+      status = mtc_cuda_fail(r, what);
+      break;
+    }
+    s->ready = event;
+  }
+  mtc_context_scope_end(&scope);
+  return status;
+}
+
+/* Keeps the submission's counters (lock held). */
+static void merge_stats_locked(mtc_plan *plan, const mtc_plan_stats *from) {
+  plan->stats.device_to_host_path = from->device_to_host_path;
+  plan->stats.blocks = from->blocks;
+  plan->stats.copies_issued = from->copies_issued;
+  plan->stats.pinned_reuses = from->pinned_reuses;
+  plan->stats.pinned_allocations = from->pinned_allocations;
+  plan->stats.staging_ns = from->staging_ns;
+  plan->stats.submit_ns = from->submit_ns;
+}
+
+/* Ends the SUBMITTING phase with the transfer's outcome. */
+static void finish_submission(mtc_plan *plan, mtc_status status,
+                              int64_t failed_leaf,
+                              const mtc_plan_stats *stats) {
+  pthread_mutex_lock(&plan->lock);
+  merge_stats_locked(plan, stats);
+  if (status != MTC_OK) {
+    mtc_plan_record_error_locked(plan, failed_leaf);
+    plan->status = status;
+    plan->phase = MTC_PHASE_FAILED;
+  } else if (plan->completion == NULL) {
+    /* Nothing asynchronous (host-only copies): done already. */
+    mtc_transfer_return_staging(plan);
+    plan->phase = MTC_PHASE_DONE;
+  } else {
+    plan->phase = MTC_PHASE_IN_FLIGHT;
+  }
+  atomic_store_explicit(&plan->submission_over, 1, memory_order_release);
+  pthread_cond_broadcast(&plan->submitted);
+  /* After this unlock a waiter may release the plan: touch nothing. */
+  pthread_mutex_unlock(&plan->lock);
+}
+
+static void run_in_background(mtc_background_item *item) {
+  mtc_plan *plan =
+      (mtc_plan *)((char *)item - offsetof(mtc_plan, background));
+  mtc_plan_stats stats;
+  memset(&stats, 0, sizeof stats);
+  int64_t failed_leaf;
+  mtc_status status = mtc_transfer_run(plan, &stats, &failed_leaf);
+  finish_submission(plan, status, failed_leaf, &stats);
+}
+
+MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
+  uint64_t start = mtc_clock_ns();
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "the plan was already submitted"),
+                     -1);
+  }
+  mtc_status status = mtc_plan_check_leaf_devices(plan);
+  if (status != MTC_OK) return status;
+  status = prepare(plan);
+  if (status != MTC_OK) return mtc_plan_fail_submit(plan, status, -1);
+  status = record_source_events(plan);
+  if (status != MTC_OK) return mtc_plan_fail_submit(plan, status, -1);
+
+  plan->submit_start_ns = start;
+  pthread_mutex_lock(&plan->lock);
+  plan->phase = MTC_PHASE_SUBMITTING;
+  pthread_mutex_unlock(&plan->lock);
+  /* With a stream of the caller's on the target, the stream must wait on
+   * the copy before submit returns (the caller queues work on it next), so
+   * the copy is enqueued here. */
+  if (plan->options.use_background_thread &&
+      mtc_plan_target_stream(plan) == NULL) {
+    plan->background.run = run_in_background;
+    if (mtc_background_enqueue(&plan->background) == 0) return MTC_OK;
+    /* No background thread could be started: do the work here. */
+  }
+  mtc_plan_stats stats;
+  memset(&stats, 0, sizeof stats);
+  int64_t failed_leaf;
+  status = mtc_transfer_run(plan, &stats, &failed_leaf);
+  finish_submission(plan, status, failed_leaf, &stats);
+  return status == MTC_OK ? MTC_OK : mtc_plan_report(plan, status);
+}

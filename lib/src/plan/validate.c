@@ -1,0 +1,100 @@
+/* validate.c — what makes a leaf acceptable: checked as leaves are added
+ * (its own fields) and at submit (its device exists on this machine). */
+#include "plan/validate.h"
+
+#include "cuda/driver.h"
+#include "plan/phase.h"
+
+/* Checks one leaf; index is its index in the plan. */
+mtc_status mtc_plan_check_leaf(const mtc_leaf *leaf, uint64_t index) {
+  unsigned long long i = (unsigned long long)index;
+  if (leaf->address == 0 && leaf->bytes > 0) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: address is 0 but bytes is %llu", i,
+                         (unsigned long long)leaf->bytes);
+  }
+  switch (leaf->element_size) {
+    case 1: case 2: case 4: case 8: case 16:
+      break;
+    default:
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: element_size is %u; it must be 1, 2, "
+                           "4, 8 or 16",
+                           i, leaf->element_size);
+  }
+  if (leaf->device < MTC_DEVICE_CPU) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: device %d is neither MTC_DEVICE_CPU (-1) "
+                         "nor a CUDA ordinal",
+                         i, leaf->device);
+  }
+  uint64_t extent = leaf->bytes; /* bytes the source spans */
+  if (leaf->row_count > 1) {
+    if (leaf->device != MTC_DEVICE_CPU) {
+      return mtc_error_set(MTC_ERR_UNSUPPORTED,
+                           "leaf %llu: strided (row_count > 1) leaves must be "
+                           "in host memory; cuda:%d leaves must be contiguous",
+                           i, leaf->device);
+    }
+    if (leaf->bytes % leaf->row_count != 0) {
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: bytes %llu is not a multiple of "
+                           "row_count %u",
+                           i, (unsigned long long)leaf->bytes, leaf->row_count);
+    }
+    uint64_t row_bytes = leaf->bytes / leaf->row_count;
+    if (leaf->row_pitch < row_bytes) {
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: row_pitch %llu is less than the row "
+                           "size %llu (bytes / row_count): rows would overlap",
+                           i, (unsigned long long)leaf->row_pitch,
+                           (unsigned long long)row_bytes);
+    }
+    uint64_t rows_before_last = leaf->row_count - 1;
+    if (leaf->row_pitch > (UINT64_MAX - row_bytes) / rows_before_last) {
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: row_pitch %llu times row_count %u "
+                           "overflows the address space",
+                           i, (unsigned long long)leaf->row_pitch,
+                           leaf->row_count);
+    }
+    extent = leaf->row_pitch * rows_before_last + row_bytes;
+  }
+  if (leaf->address > UINT64_MAX - extent) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: address + size overflows the address "
+                         "space",
+                         i);
+  }
+  return MTC_OK;
+}
+
+/* Every CUDA leaf must name a device this machine has. */
+mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan) {
+  int device_count = -1;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    int32_t device = plan->leaves[i].device;
+    if (device == MTC_DEVICE_CPU) continue;
+    if (device_count < 0) {
+      mtc_status status = mtc_cuda_device_count_internal(&device_count);
+      if (status != MTC_OK) {
+        char why[MTC_ERROR_CAPACITY];
+        mtc_format(why, sizeof why, "%s", mtc_error_text());
+        mtc_error_set(status, "leaf %llu: on cuda:%d, but %s",
+                      (unsigned long long)i, device, why);
+        return mtc_plan_fail_submit(plan, status, (int64_t)i);
+      }
+    }
+    if (device >= device_count) {
+      return mtc_plan_fail_submit(plan,
+                       mtc_error_set(MTC_ERR_NO_DEVICE,
+                                     "leaf %llu: cuda:%d requested but this "
+                                     "machine has %d CUDA device%s",
+                                     (unsigned long long)i, device,
+                                     device_count,
+                                     device_count == 1 ? "" : "s"),
+                       (int64_t)i);
+    }
+  }
+  return MTC_OK;
+}

@@ -1,0 +1,18 @@
+/* validate.h — what makes a leaf acceptable. */
+#ifndef MTC_PLAN_VALIDATE_H
+#define MTC_PLAN_VALIDATE_H
+
+#include <stdint.h>
+
+#include "run/plan_state.h"
+
+/* Checks one leaf's own fields (address, sizes, element size, device
+ * number, strides); index is its index in the plan, for the message. Sets
+ * the thread's last error on failure. */
+mtc_status mtc_plan_check_leaf(const mtc_leaf *leaf, uint64_t index);
+
+/* At submit: every CUDA leaf names a device this machine has. On failure
+ * the plan is failed (mtc_plan_fail_submit) naming the leaf. */
+mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan);
+
+#endif

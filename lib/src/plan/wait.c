@@ -1,0 +1,145 @@
+/* wait.c — learning that a submitted plan is done: poll, wait, and the
+ * completion event other GPU work can wait on. A plan is done when its one
+ * completion event has completed; its staging then goes back to the pools. */
+#include "base/clock.h"
+#include "base/spin.h"
+#include "cuda/driver.h"
+#include "plan/phase.h"
+#include "run/transfer.h"
+
+/* All events complete: hand staging back at once so that the next copy can
+ * reuse it. Called with the lock held. */
+static void complete_locked(mtc_plan *plan) {
+  if (plan->phase != MTC_PHASE_IN_FLIGHT) return;
+  mtc_transfer_return_staging(plan);
+  plan->phase = MTC_PHASE_DONE;
+}
+
+static void fail_locked(mtc_plan *plan, CUresult result, const char *what) {
+  if (plan->phase != MTC_PHASE_IN_FLIGHT) return;
+  plan->status = mtc_cuda_fail(result, what);
+  mtc_plan_record_error_locked(plan, -1);
+  plan->phase = MTC_PHASE_FAILED;
+}
+
+/* Status for a plan whose phase is settled; lock held. */
+static mtc_status settled_status_locked(const mtc_plan *plan) {
+  switch (plan->phase) {
+    case MTC_PHASE_DONE:
+      return MTC_OK;
+    case MTC_PHASE_FAILED:
+      return mtc_plan_report(plan, plan->status);
+    default:
+      return MTC_IN_PROGRESS;
+  }
+}
+
+MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  pthread_mutex_lock(&plan->lock);
+  mtc_status status;
+  if (plan->phase == MTC_PHASE_BUILDING) {
+    status = mtc_error_set(MTC_ERR_INVALID_STATE, "the plan was not submitted");
+    mtc_plan_record_error_locked(plan, -1);
+  } else if (plan->phase == MTC_PHASE_IN_FLIGHT) {
+    /* The completion event follows all of the copy's device work, and
+     * nothing else: never the caller's own streams. */
+    const mtc_cuda_api *cu;
+    status = mtc_cuda_load(&cu);
+    if (status == MTC_OK) {
+      CUresult r = cu->cuEventQuery(plan->completion->event);
+      if (r == CUDA_SUCCESS) {
+        complete_locked(plan);
+      } else if (r != CUDA_ERROR_NOT_READY) {
+        fail_locked(plan, r, "cuEventQuery");
+      }
+      status = settled_status_locked(plan);
+    }
+  } else {
+    status = settled_status_locked(plan);
+  }
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}
+
+MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  pthread_mutex_lock(&plan->lock);
+  if (plan->phase == MTC_PHASE_BUILDING) {
+    mtc_error_set(MTC_ERR_INVALID_STATE, "the plan was not submitted");
+    mtc_plan_record_error_locked(plan, -1);
+    pthread_mutex_unlock(&plan->lock);
+    return MTC_ERR_INVALID_STATE;
+  }
+  if (plan->phase == MTC_PHASE_SUBMITTING) {
+    /* A small copy is submitted within tens of µs: spin that long before
+     * sleeping, since waking a sleeping thread costs as much again. */
+    pthread_mutex_unlock(&plan->lock);
+    uint64_t spin_until = mtc_clock_ns() + mtc_spin_ns();
+    while (!atomic_load_explicit(&plan->submission_over, memory_order_acquire) &&
+           mtc_clock_ns() < spin_until) {
+      mtc_cpu_relax();
+    }
+    pthread_mutex_lock(&plan->lock);
+  }
+  while (plan->phase == MTC_PHASE_SUBMITTING) {
+    pthread_cond_wait(&plan->submitted, &plan->lock);
+  }
+  if (plan->phase == MTC_PHASE_IN_FLIGHT) {
+    /* The completion event is fixed once in flight and freed only by
+     * release, so it can be read without the lock; syncing without it keeps
+     * poll from blocking. */
+    CUevent completion = plan->completion->event;
+    pthread_mutex_unlock(&plan->lock);
+    const mtc_cuda_api *cu;
+    CUresult failure = CUDA_SUCCESS;
+    if (mtc_cuda_load(&cu) == MTC_OK) {
+      failure = cu->cuEventSynchronize(completion);
+    }
+    pthread_mutex_lock(&plan->lock);
+    if (failure != CUDA_SUCCESS) {
+      fail_locked(plan, failure, "cuEventSynchronize");
+    } else {
+      complete_locked(plan);
+    }
+  }
+  mtc_status status = settled_status_locked(plan);
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}
+
+MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
+                                             mtc_event **out_event) {
+  if (plan == NULL || out_event == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_plan_completion_event: plan and out_event must "
+                         "not be NULL");
+  }
+  *out_event = NULL;
+  pthread_mutex_lock(&plan->lock);
+  if (plan->phase == MTC_PHASE_BUILDING) {
+    mtc_error_set(MTC_ERR_INVALID_STATE,
+                  "mtc_plan_completion_event: the plan was not submitted");
+    mtc_plan_record_error_locked(plan, -1);
+    pthread_mutex_unlock(&plan->lock);
+    return MTC_ERR_INVALID_STATE;
+  }
+  /* The event exists once the copy is enqueued: a background submission
+   * is waited for (staging takes a while; the copy itself is not). */
+  while (plan->phase == MTC_PHASE_SUBMITTING) {
+    pthread_cond_wait(&plan->submitted, &plan->lock);
+  }
+  mtc_status status = MTC_OK;
+  if (plan->phase == MTC_PHASE_FAILED) {
+    status = mtc_plan_report(plan, plan->status);
+  } else if (plan->completion != NULL) {
+    mtc_event_retain(plan->completion);
+    *out_event = plan->completion;
+  }
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}

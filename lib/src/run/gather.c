@@ -1,0 +1,119 @@
+/* gather.c — many small leaves of one GPU in one kernel launch: the
+ * segment-copy kernel (cuda/) reads every packed leaf of a source device and
+ * writes it into the output blocks, pinned host blocks (device -> host) or
+ * the target's device blocks over peer access (device -> device).
+ *
+ * Why the kernel writes into pinned memory directly (device -> host) rather
+ * than into a device scratch block followed by one DMA: pinned memory is
+ * device-addressable under unified addressing, and writing it from the
+ * kernel saves a scratch allocation, a second operation on the stream and
+ * its latency; the leaves it handles are small (packed), so the copy is
+ * dominated by launch and PCIe latency, not by bandwidth.
+ *
+ * Why device -> device gathers run on the source device, writing to the
+ * target ("push"), not on the target reading the source: the source leaves
+ * may come from any allocator (another library's memory pool, whose peer
+ * access we cannot grant), while the outputs always come from our own pool,
+ * which cuMemPoolSetAccess opens to the source device. */
+#include "cuda/kernels.h"
+#include "run/directions.h"
+
+/* Fewest packed leaves of one source device worth a gather kernel: below
+ * it one DMA per leaf costs no more than one launch. */
+#define MTC_GATHER_MIN_LEAVES 2
+
+/* Gathers every packed leaf of one source device with one kernel launch on
+ * the source's copy stream: into pinned host blocks (target host), or into
+ * device blocks of the target (pushed over peer access). Leaves *done at 0,
+ * having enqueued nothing, when the path does not apply: too few leaves, no
+ * kernels, or no peer access between the pair. */
+mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
+                                const mtc_chunk_members *members,
+                                mtc_block **chunk_blocks, int *done) {
+  mtc_plan *plan = t->plan;
+  const mtc_layout *layout = &plan->layout;
+  *done = 0;
+  uint64_t leaves = 0;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device == source_ordinal) {
+      leaves += layout->chunks[c].leaf_count;
+    }
+  }
+  if (leaves < MTC_GATHER_MIN_LEAVES || leaves > UINT32_MAX) return MTC_OK;
+
+  mtc_device *source, *target = NULL;
+  mtc_status status = mtc_device_get(source_ordinal, &source);
+  if (status != MTC_OK) return status;
+  /* Loads the module on first use, in the source's own context. */
+  if (!mtc_kernels_available(source)) return MTC_OK;
+  if (plan->target != MTC_DEVICE_CPU) {
+    status = mtc_device_get(plan->target, &target);
+    if (status != MTC_OK) return status;
+    /* Without peer access the per-leaf peer copies still work. */
+    if (!mtc_peer_usable(source, target)) return MTC_OK;
+  }
+  *done = 1;
+
+  /* The output blocks. Device blocks are allocated in stream order on the
+   * target's copy stream: the source's stream waits for that. */
+  CUevent allocated = NULL;
+  if (target != NULL) {
+    status = mtc_transfer_enter_device(t, plan->target, &target);
+    if (status != MTC_OK) return status;
+  }
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device != source_ordinal) continue;
+    mtc_block *block;
+    if (target != NULL) {
+      status = mtc_block_new_device(target, layout->chunks[c].bytes, &block);
+    } else {
+      status = mtc_block_new_pinned(source, layout->chunks[c].bytes, &block);
+    }
+    if (status != MTC_OK) {
+      mtc_transfer_blame_chunk(t, members, c);
+      return status;
+    }
+    mtc_plan_keep_block(plan, block);
+    if (target == NULL) mtc_transfer_count_pinned(t, &block->pinned);
+    chunk_blocks[c] = block;
+  }
+  if (target != NULL) {
+    status = mtc_transfer_record_event(t, target, &allocated);
+    if (status != MTC_OK) return status;
+  }
+
+  status = mtc_transfer_enter_device(t, source_ordinal, &source);
+  if (status != MTC_OK) return status;
+  if (allocated != NULL) {
+    status = mtc_cuda_check(t->cu->cuStreamWaitEvent(source->stream, allocated, 0),
+                        "cuStreamWaitEvent");
+    if (status != MTC_OK) return status;
+  }
+  status = mtc_transfer_order_after_source(t, source, source_ordinal);
+  if (status != MTC_OK) return status;
+
+  /* The segment table: pinned, read by the kernel, returned with the
+   * plan's staging once the copy has completed. */
+  mtc_pinned_buffer table_buffer;
+  status = mtc_pinned_acquire(source, (size_t)leaves * sizeof(mtc_segment),
+                              &table_buffer);
+  if (status != MTC_OK) return status;
+  mtc_plan_keep_pinned(plan, &table_buffer);
+  mtc_transfer_count_pinned(t, &table_buffer);
+  mtc_segment *table = table_buffer.ptr;
+  uint64_t n = 0;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device != source_ordinal) continue;
+    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      uint64_t leaf = members->leaves[m];
+      table[n].src = plan->leaves[leaf].address;
+      table[n].dst = chunk_blocks[c]->address + layout->placements[leaf].offset;
+      table[n].bytes = plan->leaves[leaf].bytes;
+      n++;
+    }
+  }
+  t->stats->copies_issued++;
+  if (target == NULL) mtc_transfer_note_path(t, MTC_PATH_GATHER_KERNEL);
+  return mtc_kernels_copy_segments(source, source->stream, table,
+                                   (uint32_t)n);
+}

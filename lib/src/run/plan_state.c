@@ -1,0 +1,29 @@
+/* plan_state.c — small reads of a plan's state that run/ and plan/ share:
+ * the caller's stream on the target, and the guard around every read of the
+ * leaves' host memory. */
+#include "run/plan_state.h"
+
+#include <stdatomic.h>
+
+CUstream mtc_plan_target_stream(const mtc_plan *plan) {
+  for (size_t i = 0; i < plan->stream_count; i++) {
+    if (plan->streams[i].device->ordinal == plan->target) {
+      return plan->streams[i].stream;
+    }
+  }
+  return NULL;
+}
+
+mtc_status mtc_plan_read_begin(mtc_plan *plan) {
+  atomic_store(&plan->reading, 1);
+  if (atomic_load(&plan->stop_reading)) {
+    atomic_store(&plan->reading, 0);
+    return mtc_error_set(MTC_ERR_INVALID_STATE,
+                         "the copy stopped reading host memory before it "
+                         "was staged (mtc_plan_stop_reading: the runtime is "
+                         "freeing that memory, as at exit)");
+  }
+  return MTC_OK;
+}
+
+void mtc_plan_read_end(mtc_plan *plan) { atomic_store(&plan->reading, 0); }

@@ -1,0 +1,110 @@
+/* plan_state.h — the inside of mtc_plan: the data that plan/ (its life
+ * cycle: create, submit, wait, release) and run/ (carrying the copy out)
+ * share. Who may touch which field when is written beside each group. */
+#ifndef MTC_RUN_PLAN_STATE_H
+#define MTC_RUN_PLAN_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "run/background.h"
+#include "memory/block.h"
+#include "cuda/device.h"
+#include "base/error.h"
+#include "cuda/event.h"
+#include "mtc.h"
+#include "memory/pinned_pool.h"
+#include "layout/planner.h"
+
+typedef enum mtc_plan_phase {
+  MTC_PHASE_BUILDING = 0,   /* accepting leaves */
+  MTC_PHASE_SUBMITTING = 1, /* queued or staging/enqueueing copies */
+  MTC_PHASE_IN_FLIGHT = 2,  /* all enqueued; events pending */
+  MTC_PHASE_DONE = 3,
+  MTC_PHASE_FAILED = 4
+} mtc_plan_phase;
+
+/* Memory that copies read from until they complete. */
+typedef struct mtc_plan_staging {
+  mtc_pinned_buffer pinned; /* pinned.ptr != NULL: a pinned pool buffer */
+  void *host;               /* else: malloc'd */
+} mtc_plan_staging;
+
+typedef struct mtc_plan_event {
+  mtc_device *device;
+  CUevent event;
+} mtc_plan_event;
+
+/* A stream of the caller's, named with mtc_plan_set_stream. */
+typedef struct mtc_plan_stream {
+  mtc_device *device;
+  CUstream stream;
+  /* Recorded on stream by submit (on the caller's thread) when the plan
+   * copies leaves that live on device: the copies that read them wait on
+   * it. NULL otherwise. */
+  CUevent ready;
+} mtc_plan_stream;
+
+struct mtc_plan {
+  int32_t target;
+  mtc_options options;
+
+  mtc_leaf *leaves;
+  uint64_t leaf_count, leaf_capacity;
+
+  /* Set before submit; read-only afterwards. One entry per device. */
+  mtc_plan_stream *streams;
+  size_t stream_count;
+
+  /* Set at submit; read-only afterwards. */
+  mtc_layout layout;
+  mtc_leaf_result *results;
+  uint64_t submit_start_ns; /* clock when submit was called */
+
+  /* Written by the submission (run/transfer.c) before the phase leaves
+   * SUBMITTING; capacities are reserved at submit so that recording an
+   * acquired resource never fails. */
+  mtc_block **blocks; /* the plan's one reference per block */
+  size_t block_count;
+  mtc_plan_staging *staging;
+  size_t staging_count;
+  /* One event after all of the copy's device work (the other devices'
+   * copy streams joined into one), or NULL when there was none. The plan
+   * holds one reference. */
+  mtc_event *completion;
+  mtc_plan_event *held_events; /* pipeline and join events, returned at release */
+  size_t held_count, held_capacity;
+
+  pthread_mutex_t lock;
+  pthread_cond_t submitted; /* broadcast when the phase leaves SUBMITTING */
+  mtc_plan_phase phase;
+  /* Set with the phase leaving SUBMITTING: what a waiter spins on without
+   * the lock (spinning on the lock would slow the thread that sets it). */
+  atomic_int submission_over;
+  /* Set by mtc_plan_stop_reading: no read of the leaves' host memory may
+   * begin; `reading` is set while one runs (both sequentially consistent:
+   * either the reader sees the stop, or the stopper sees the read). */
+  atomic_int stop_reading;
+  atomic_int reading;
+  mtc_status status;
+  int64_t error_leaf;
+  char error[MTC_ERROR_CAPACITY];
+  mtc_plan_stats stats; /* guarded by lock; see mtc_plan_get_stats */
+
+  mtc_background_item background;
+};
+
+/* Most pinned piece buffers one plan streams large leaves through. */
+#define MTC_PIECE_RING 3
+
+/* The caller's stream on the plan's target device, or NULL. */
+CUstream mtc_plan_target_stream(const mtc_plan *plan);
+
+/* Brackets every read of the leaves' host memory. MTC_OK: go ahead, then
+ * mtc_plan_read_end. After mtc_plan_stop_reading: MTC_ERR_INVALID_STATE,
+ * the last error set. */
+mtc_status mtc_plan_read_begin(mtc_plan *plan);
+void mtc_plan_read_end(mtc_plan *plan);
+
+#endif

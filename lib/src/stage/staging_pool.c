@@ -1,0 +1,147 @@
+/* staging_pool.c — worker threads and a blocking "parallel for". One mutex
+ * guards everything: tasks are large, so taking it per task costs nothing
+ * measurable, and it keeps the hand-off between threads easy to trust. */
+#include "stage/staging_pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cuda/device.h"
+#include "base/keep_loaded.h"
+
+#define MAX_POOL_THREADS 256
+
+typedef struct staging_job {
+  mtc_task_fn fn;
+  void *context;
+  size_t task_count;
+  size_t next_task;      /* next index to hand out */
+  size_t completed;      /* tasks finished */
+  size_t helper_slots;   /* workers that may still join */
+  size_t active_helpers; /* workers inside the job right now */
+  struct staging_job *next;
+} staging_job;
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static unsigned pool_size = 1; /* threads incl. the caller */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t job_done = PTHREAD_COND_INITIALIZER;
+static staging_job *queue_head, *queue_tail;
+
+static void configure(void) {
+  long threads = 0;
+  const char *env = getenv("MTC_STAGING_THREADS");
+  if (env != NULL && env[0] != '\0') {
+    char *end;
+    threads = strtol(env, &end, 10);
+    if (*end != '\0') threads = 0;
+  }
+  if (threads <= 0) {
+    long hardware = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = hardware > 0 ? hardware : 1;
+    if (threads > 8) threads = 8;
+  }
+  if (threads > MAX_POOL_THREADS) threads = MAX_POOL_THREADS;
+  pool_size = (unsigned)threads;
+}
+
+unsigned mtc_staging_pool_size(void) {
+  pthread_once(&config_once, configure);
+  return pool_size;
+}
+
+static void unlink_job(staging_job *job) {
+  staging_job **link = &queue_head;
+  staging_job *prev = NULL;
+  while (*link != NULL && *link != job) {
+    prev = *link;
+    link = &(*link)->next;
+  }
+  if (*link == NULL) return;
+  *link = job->next;
+  if (queue_tail == job) queue_tail = prev;
+  job->next = NULL;
+}
+
+/* Runs tasks of job until none is left to claim. Called with lock held. */
+static void run_tasks_locked(staging_job *job) {
+  while (job->next_task < job->task_count) {
+    size_t task = job->next_task++;
+    pthread_mutex_unlock(&lock);
+    job->fn(job->context, task);
+    pthread_mutex_lock(&lock);
+    job->completed++;
+  }
+}
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  mtc_device_mark_library_thread();
+  pthread_mutex_lock(&lock);
+  for (;;) {
+    while (queue_head == NULL) pthread_cond_wait(&work_ready, &lock);
+    staging_job *job = queue_head;
+    if (--job->helper_slots == 0) unlink_job(job);
+    job->active_helpers++;
+    run_tasks_locked(job);
+    /* Nothing left to claim: no one else should join this job. */
+    unlink_job(job);
+    job->active_helpers--;
+    if (job->active_helpers == 0) pthread_cond_broadcast(&job_done);
+  }
+  return NULL;
+}
+
+static void start_workers(void) {
+  mtc_keep_loaded();
+  unsigned workers = mtc_staging_pool_size() - 1;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (unsigned i = 0; i < workers; i++) {
+    pthread_t thread;
+    /* A worker that cannot start only makes staging slower. */
+    if (pthread_create(&thread, &attr, worker_main, NULL) != 0) break;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void mtc_staging_parallel_for(size_t task_count, unsigned max_threads,
+                              mtc_task_fn fn, void *context) {
+  if (task_count == 0) return;
+  unsigned threads = mtc_staging_pool_size();
+  if (max_threads != 0 && max_threads < threads) threads = max_threads;
+  if ((size_t)threads > task_count) threads = (unsigned)task_count;
+
+  if (threads <= 1) {
+    for (size_t i = 0; i < task_count; i++) fn(context, i);
+    return;
+  }
+  pthread_once(&start_once, start_workers);
+
+  staging_job job = {
+      .fn = fn,
+      .context = context,
+      .task_count = task_count,
+      .helper_slots = threads - 1,
+  };
+  pthread_mutex_lock(&lock);
+  if (queue_tail != NULL) {
+    queue_tail->next = &job;
+  } else {
+    queue_head = &job;
+  }
+  queue_tail = &job;
+  pthread_cond_broadcast(&work_ready);
+
+  run_tasks_locked(&job);
+  unlink_job(&job);
+  /* job lives on this stack: wait until no worker can touch it again. */
+  while (job.completed < job.task_count || job.active_helpers > 0) {
+    pthread_cond_wait(&job_done, &lock);
+  }
+  pthread_mutex_unlock(&lock);
+}
