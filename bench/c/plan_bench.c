@@ -6,7 +6,13 @@
  * create+add, submit (until it returns), wait, results, release, and the
  * plan's own staging_ns / submit_ns.
  *
- *   plan_bench [runs]            (needs a CUDA device; MTC_CUDA_DRIVER works too)
+ *   plan_bench [runs] [only] [piece_bytes] [threads]
+ *     runs         timed runs of S1 and S4 (the others take fewer; default 500)
+ *     only         scenarios to run, e.g. S2,S7 (default: all)
+ *     piece_bytes  options.staging_piece_bytes (default: the library's)
+ *     threads      options.staging_threads, the most staging threads one copy
+ *                  uses (MTC_STAGING_THREADS sizes the pool; default: all)
+ *   (needs a CUDA device; MTC_CUDA_DRIVER works too)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -95,6 +101,24 @@ static batch large_batch(void) {
   return b;
 }
 
+/* S7, mixed: 4 leaves of 1.5-2 MB, 4 of 100-130 KB and 160 of 40-400
+ * bytes, as a batch of point clouds with labels and small arrays. */
+static batch mixed_batch(void) {
+  batch b = {0};
+  uint64_t state = 7;
+  for (int cloud = 0; cloud < 4; cloud++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    add(&b, (1536u << 10) + (state >> 44) % (512u << 10) / 4 * 4, 4);
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    add(&b, 100000 + (state >> 40) % 30000 / 4 * 4, 4);
+    for (int k = 0; k < 40; k++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      add(&b, 40 + (state >> 40) % 361 / 4 * 4, 4);
+    }
+  }
+  return b;
+}
+
 /* The example batch copied to cuda:0 once, as device leaves (S4's
  * sources); *keep holds their blocks. */
 static batch on_device(const batch *host, mtc_plan **keep) {
@@ -116,10 +140,15 @@ static batch on_device(const batch *host, mtc_plan **keep) {
   return b;
 }
 
+static uint64_t piece_bytes; /* 0: the library's default */
+static uint32_t staging_threads;
+
 static void run(const char *name, const batch *b, int32_t target,
                 int background, int runs) {
   mtc_options options = MTC_OPTIONS_INIT;
   options.use_background_thread = (uint32_t)background;
+  if (piece_bytes != 0) options.staging_piece_bytes = piece_bytes;
+  options.staging_threads = staging_threads;
   enum { BUILD, SUBMIT, WAIT, RESULTS, RELEASE, TOTAL, STAGE, ENQUEUE, PHASES };
   double *t[PHASES];
   for (int p = 0; p < PHASES; p++) t[p] = calloc((size_t)runs, sizeof(double));
@@ -156,33 +185,49 @@ static void run(const char *name, const batch *b, int32_t target,
     t[STAGE][i] = (double)stats.staging_ns / 1e3;
     t[ENQUEUE][i] = (double)stats.submit_ns / 1e3;
   }
-  printf("%-8s %-3s %6zu %10llu  %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f %8.1f %8.1f\n", name,
+  double total = median(t[TOTAL], runs);
+  printf("%-8s %-3s %6zu %10llu  %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f %8.1f %8.1f %7.1f\n", name,
          background ? "bg" : "fg", b->count, (unsigned long long)b->bytes,
          median(t[BUILD], runs), median(t[SUBMIT], runs), median(t[WAIT], runs),
-         median(t[RESULTS], runs), median(t[RELEASE], runs), median(t[TOTAL], runs),
-         median(t[STAGE], runs), median(t[ENQUEUE], runs));
+         median(t[RESULTS], runs), median(t[RELEASE], runs), total,
+         median(t[STAGE], runs), median(t[ENQUEUE], runs), (double)b->bytes / (total * 1e3));
   for (int p = 0; p < PHASES; p++) free(t[p]);
   free(results);
 }
 
+static int wanted(const char *only, const char *name) {
+  if (only == NULL) return 1;
+  size_t n = strlen(name);
+  for (const char *p = strstr(only, name); p != NULL; p = strstr(p + 1, name)) {
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int runs = argc > 1 ? atoi(argv[1]) : 500;
+  const char *only = argc > 2 && strcmp(argv[2], "all") != 0 ? argv[2] : NULL;
+  piece_bytes = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
+  staging_threads = argc > 4 ? (uint32_t)atoi(argv[4]) : 0;
+  if (runs < 1) runs = 1;
   int32_t devices = 0;
   mtc_status s = mtc_cuda_device_count(&devices);
   if (s != MTC_OK || devices == 0) {
     printf("plan_bench: no CUDA device (%s)\n", mtc_last_error());
     return 1;
   }
-  batch example = example_batch(), tiny = tiny_batch(), large = large_batch();
+  batch example = example_batch(), tiny = tiny_batch(), large = large_batch(),
+        mixed = mixed_batch();
   mtc_plan *sources;
   batch back = on_device(&example, &sources);
   printf("medians in µs over %d runs; total = create..results (release not counted)\n", runs);
-  printf("scenario mode leaves      bytes    create+add  submit    wait  results  release     total  staging  enqueue\n");
+  printf("scenario mode leaves      bytes    create+add  submit    wait  results  release     total  staging  enqueue    GB/s\n");
   for (int background = 1; background >= 0; background--) {
-    run("S1", &example, 0, background, runs);
-    run("S3", &tiny, 0, background, runs / 4 + 10);
-    run("S2", &large, 0, background, runs / 20 + 10);
-    run("S4", &back, MTC_DEVICE_CPU, background, runs);
+    if (wanted(only, "S1")) run("S1", &example, 0, background, runs);
+    if (wanted(only, "S3")) run("S3", &tiny, 0, background, runs / 4 + 10);
+    if (wanted(only, "S2")) run("S2", &large, 0, background, runs / 20 + 10);
+    if (wanted(only, "S7")) run("S7", &mixed, 0, background, runs / 4 + 10);
+    if (wanted(only, "S4")) run("S4", &back, MTC_DEVICE_CPU, background, runs);
   }
   mtc_plan_release(sources);
   return 0;

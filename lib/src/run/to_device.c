@@ -5,6 +5,7 @@
  * pageable memory to the driver (densified first when strided). */
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "run/directions.h"
 
 mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
@@ -16,6 +17,7 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
   mtc_status status = mtc_transfer_enter_device(t, plan->target, &target);
   if (status != MTC_OK) return status;
   unsigned char *staged;
+  uint64_t begin = mtc_clock_ns();
   if (plan->options.use_pinned_staging) {
     mtc_pinned_buffer buffer;
     status = mtc_pinned_acquire(target, (size_t)chunk->bytes, &buffer);
@@ -28,18 +30,28 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
     if (staged == NULL) return mtc_out_of_host_memory();
     mtc_plan_keep_host(plan, staged);
   }
+  mtc_trace_span(t->trace, "alloc", "chunk", (int64_t)c, chunk->bytes, begin);
+  begin = mtc_clock_ns();
   status = mtc_transfer_stage_chunk(t, members, count, staged);
   if (status != MTC_OK) return status;
+  mtc_trace_span(t->trace, "stage", "chunk", (int64_t)c, chunk->bytes, begin);
+  begin = mtc_clock_ns();
   mtc_block *block;
   status = mtc_block_new_device(target, chunk->bytes, &block);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(plan, block);
   *out = block;
+  mtc_trace_span(t->trace, "alloc", "block", (int64_t)c, chunk->bytes, begin);
   t->stats->copies_issued++;
-  return mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
-                                                    staged, (size_t)chunk->bytes,
-                                                    target->stream),
-                        "cuMemcpyHtoDAsync");
+  begin = mtc_clock_ns();
+  status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
+                                                      staged, (size_t)chunk->bytes,
+                                                      target->stream),
+                          "cuMemcpyHtoDAsync");
+  if (status == MTC_OK) {
+    mtc_trace_dma(t->trace, target, "chunk", (int64_t)c, chunk->bytes, begin);
+  }
+  return status;
 }
 
 /* Room for a piece of `length` (<= piece_bytes) bytes in the current piece
@@ -62,6 +74,7 @@ static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length
       t->slot = (t->slot + 1) % MTC_PIECE_RING;
       slot = &t->pieces[t->slot];
     }
+    uint64_t begin = mtc_clock_ns();
     if (slot->buffer.ptr == NULL) {
       status = mtc_pinned_acquire(target, t->piece_bytes, &slot->buffer);
       if (status != MTC_OK) return status;
@@ -74,10 +87,12 @@ static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length
         slot->event = NULL;
         return status;
       }
+      mtc_trace_span(t->trace, "alloc", "ring", (int64_t)t->slot, t->piece_bytes, begin);
     } else if (slot->recorded) {
       status = mtc_cuda_check(t->cu->cuEventSynchronize(slot->event),
-                          "cuEventSynchronize");
+                              "cuEventSynchronize");
       if (status != MTC_OK) return status;
+      mtc_trace_span(t->trace, "wait", "ring", (int64_t)t->slot, t->piece_bytes, begin);
     }
     t->slot_ready = 1;
     offset = 0;
@@ -89,6 +104,7 @@ static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length
 
 static mtc_status stream_own_leaf(mtc_transfer *t, mtc_device *target,
                                   const mtc_leaf *leaf, CUdeviceptr dst) {
+  int64_t index = leaf - t->plan->leaves;
   for (uint64_t done = 0; done < leaf->bytes;) {
     uint64_t length = leaf->bytes - done;
     if (length > t->piece_bytes) length = t->piece_bytes;
@@ -98,14 +114,18 @@ static mtc_status stream_own_leaf(mtc_transfer *t, mtc_device *target,
     mtc_stage_segment seg = mtc_leaf_segment(leaf, piece);
     seg.begin = done;
     seg.end = done + length;
+    uint64_t begin = mtc_clock_ns();
     status = mtc_transfer_stage(t, &seg, 1);
     if (status != MTC_OK) return status;
+    mtc_trace_span(t->trace, "stage", "leaf", index, length, begin);
     t->stats->copies_issued++;
+    begin = mtc_clock_ns();
     status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2(dst + done, piece,
-                                                    (size_t)length,
-                                                    target->stream),
-                        "cuMemcpyHtoDAsync");
+                                                        (size_t)length,
+                                                        target->stream),
+                            "cuMemcpyHtoDAsync");
     if (status != MTC_OK) return status;
+    mtc_trace_dma(t->trace, target, "leaf", index, length, begin);
     done += length;
   }
   return MTC_OK;
@@ -118,10 +138,12 @@ mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
   mtc_status status = mtc_transfer_enter_device(t, plan->target, &target);
   if (status != MTC_OK) return status;
   mtc_block *block;
+  uint64_t begin = mtc_clock_ns();
   status = mtc_block_new_device(target, leaf->bytes, &block);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(plan, block);
   *out = block;
+  mtc_trace_span(t->trace, "alloc", "block", leaf - plan->leaves, leaf->bytes, begin);
   if (plan->options.use_pinned_staging) {
     return stream_own_leaf(t, target, leaf, (CUdeviceptr)block->address);
   }

@@ -154,6 +154,7 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   t.failed_leaf = -1;
   t.plan = plan;
   t.stats = stats;
+  t.trace = mtc_trace_open(plan->submit_start_ns);
   mtc_context_scope_begin(&t.scope);
 
   /* Piece buffers hold all own host->device leaves at once when they are
@@ -212,6 +213,7 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   } else {
     abort_transfer(&t);
   }
+  mtc_trace_close(t.trace, status == MTC_OK ? "enqueued" : "failed");
   mtc_context_scope_end(&t.scope);
   *failed_leaf = t.failed_leaf;
   stats->blocks = plan->block_count;

@@ -11,6 +11,7 @@
 
 #include "cuda/driver.h"
 #include "run/plan_state.h"
+#include "run/trace.h"
 #include "stage/stage_copy.h"
 
 /* A pinned buffer that own host->device leaves are streamed through. */
@@ -49,6 +50,7 @@ typedef struct mtc_transfer {
   size_t slot_fill; /* bytes of it handed out */
   int slot_ready;   /* pieces[slot] may take pieces */
   int64_t failed_leaf; /* the leaf a failure is about, or -1 */
+  mtc_trace *trace;    /* MTC_TRACE's timeline, or NULL */
 } mtc_transfer;
 
 /* Leaf indices of each packed chunk, in leaf order: leaves[first[c] ...

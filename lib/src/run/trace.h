@@ -1,0 +1,37 @@
+/* trace.h — MTC_TRACE=1: a timeline of each copy on stderr, for finding
+ * where a copy's time goes. Every staging, allocation, enqueue and wait of
+ * the submission is a span (start and end on the host clock, relative to
+ * mtc_plan_submit); every DMA also gets the time it completed on the GPU,
+ * observed by polling an event recorded right after it. Tracing makes the
+ * submitting thread wait for the copy before it prints, so back-to-back
+ * copies no longer overlap: a diagnostic, not a mode to measure speed in. */
+#ifndef MTC_RUN_TRACE_H
+#define MTC_RUN_TRACE_H
+
+#include <stdint.h>
+
+#include "cuda/device.h"
+
+typedef struct mtc_trace mtc_trace;
+
+/* A new trace starting at origin_ns, or NULL when MTC_TRACE is off (or out
+ * of memory: tracing is best effort). */
+mtc_trace *mtc_trace_open(uint64_t origin_ns);
+
+/* Adds a span: `what` (a string literal: "stage", "alloc", "issue", "wait")
+ * of `subject` ("chunk", "leaf", ...) number `index`, of `bytes`, from
+ * begin_ns to now. No-op on NULL. */
+void mtc_trace_span(mtc_trace *trace, const char *what, const char *subject,
+                    int64_t index, uint64_t bytes, uint64_t begin_ns);
+
+/* After a DMA was enqueued on device's copy stream (its context current):
+ * adds its issue span (begin_ns to now) and records an event after it whose
+ * completion time close() reports. No-op on NULL. */
+void mtc_trace_dma(mtc_trace *trace, mtc_device *device, const char *subject,
+                   int64_t index, uint64_t bytes, uint64_t begin_ns);
+
+/* Waits for every traced DMA (in order), prints the timeline to stderr and
+ * frees the trace. No-op on NULL. */
+void mtc_trace_close(mtc_trace *trace, const char *outcome);
+
+#endif
