@@ -589,6 +589,9 @@ int main(int argc, char **argv) {
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
   setenv("FAKE_CUDA_DEVICE_MEMORY_BYTES", "256m", 1);
   setenv("MTC_STAGING_THREADS", "4", 0);
+  /* Idle staging workers and waiting callers spin before they sleep (as
+   * on machines of 4 or more cores); test_host covers the sleeping path. */
+  setenv("MTC_SPIN_US", "200", 0);
   load_fake(driver);
   is_fake = fake.set_copy_delay_us != NULL;
   if (!is_fake) printf("test_device: running against %s (not emulated)\n", driver);

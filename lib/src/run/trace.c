@@ -24,6 +24,7 @@ struct mtc_trace {
   uint64_t origin_ns;
   span *spans;
   size_t count, capacity;
+  size_t pending; /* first span whose DMA completion is not yet seen */
 };
 
 static pthread_once_t read_once = PTHREAD_ONCE_INIT;
@@ -40,6 +41,26 @@ mtc_trace *mtc_trace_open(uint64_t origin_ns) {
   mtc_trace *trace = calloc(1, sizeof *trace);
   if (trace != NULL) trace->origin_ns = origin_ns;
   return trace;
+}
+
+/* Stamps the DMAs that completed since the last look. The copies on one
+ * stream complete in order, so this stops at the first one still running;
+ * with `wait`, it waits for every one. A completion is seen at the next
+ * look, so its time is an upper bound, as close as the spans are dense. */
+static void look(mtc_trace *trace, int wait) {
+  const mtc_cuda_api *cu;
+  if (mtc_cuda_load(&cu) != MTC_OK) return;
+  for (; trace->pending < trace->count; trace->pending++) {
+    span *s = &trace->spans[trace->pending];
+    if (s->done == NULL) continue;
+    CUresult r;
+    while ((r = cu->cuEventQuery(s->done)) == CUDA_ERROR_NOT_READY && wait) {
+    }
+    if (r == CUDA_ERROR_NOT_READY) return;
+    s->done_ns = mtc_clock_ns();
+    mtc_device_event_release(s->device, s->done);
+    s->done = NULL;
+  }
 }
 
 static span *add(mtc_trace *trace) {
@@ -59,6 +80,7 @@ void mtc_trace_span(mtc_trace *trace, const char *what, const char *subject,
                     int64_t index, uint64_t bytes, uint64_t begin_ns) {
   if (trace == NULL) return;
   uint64_t now = mtc_clock_ns();
+  look(trace, 0);
   span *s = add(trace);
   if (s == NULL) return;
   s->what = what;
@@ -91,17 +113,7 @@ static double us(const mtc_trace *trace, uint64_t ns) {
 
 void mtc_trace_close(mtc_trace *trace, const char *outcome) {
   if (trace == NULL) return;
-  const mtc_cuda_api *cu = NULL;
-  mtc_cuda_load(&cu);
-  /* DMAs on one stream complete in order: poll each event in turn. */
-  for (size_t i = 0; i < trace->count; i++) {
-    span *s = &trace->spans[i];
-    if (s->done == NULL || cu == NULL) continue;
-    while (cu->cuEventQuery(s->done) == CUDA_ERROR_NOT_READY) {
-    }
-    s->done_ns = mtc_clock_ns();
-    mtc_device_event_release(s->device, s->done);
-  }
+  look(trace, 1);
   fprintf(stderr, "mtc trace: copy of %zu spans, %s (µs from submit)\n",
           trace->count, outcome);
   for (size_t i = 0; i < trace->count; i++) {

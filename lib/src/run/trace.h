@@ -2,7 +2,8 @@
  * where a copy's time goes. Every staging, allocation, enqueue and wait of
  * the submission is a span (start and end on the host clock, relative to
  * mtc_plan_submit); every DMA also gets the time it completed on the GPU,
- * observed by polling an event recorded right after it. Tracing makes the
+ * seen by polling an event recorded right after it each time a span is
+ * added (an upper bound, as fine as the spans are dense). Tracing makes the
  * submitting thread wait for the copy before it prints, so back-to-back
  * copies no longer overlap: a diagnostic, not a mode to measure speed in. */
 #ifndef MTC_RUN_TRACE_H

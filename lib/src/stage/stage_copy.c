@@ -70,7 +70,9 @@ void mtc_stage_copy(const mtc_stage_segment *segments, size_t count,
     return;
   }
   uint64_t tasks = total / MTC_STAGE_TASK_MIN_BYTES;
-  if (tasks > threads) tasks = threads;
+  if (tasks > (uint64_t)threads * MTC_STAGE_TASKS_PER_THREAD) {
+    tasks = (uint64_t)threads * MTC_STAGE_TASKS_PER_THREAD;
+  }
   if (tasks < 1) tasks = 1;
   slice_job job = {segments, count, total, (size_t)tasks};
   mtc_staging_parallel_for((size_t)tasks, threads, run_slice, &job);

@@ -19,10 +19,13 @@ typedef struct mtc_stage_segment {
 } mtc_stage_segment;
 
 /* Below this many bytes in all, staging runs on the calling thread only:
- * waking workers costs more than it saves. */
-#define MTC_STAGE_PARALLEL_MIN_BYTES ((uint64_t)1 << 20)
+ * handing tasks out costs more than it saves. */
+#define MTC_STAGE_PARALLEL_MIN_BYTES ((uint64_t)256 << 10)
 /* Smallest share of one staging task. */
-#define MTC_STAGE_TASK_MIN_BYTES ((uint64_t)256 << 10)
+#define MTC_STAGE_TASK_MIN_BYTES ((uint64_t)128 << 10)
+/* Tasks per staging thread, at most: more, smaller tasks than threads, so
+ * that a thread that starts late or runs slow holds the others up less. */
+#define MTC_STAGE_TASKS_PER_THREAD 4
 
 /* Performs every segment's copy, using up to max_threads staging threads
  * (0 = all). Returns when all bytes are in place. */

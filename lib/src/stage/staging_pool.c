@@ -1,14 +1,20 @@
 /* staging_pool.c — worker threads and a blocking "parallel for". One mutex
  * guards everything: tasks are large, so taking it per task costs nothing
- * measurable, and it keeps the hand-off between threads easy to trust. */
+ * measurable, and it keeps the hand-off between threads easy to trust.
+ * A copy stages piece after piece, microseconds apart, and waking a sleeping
+ * thread costs tens of microseconds: so an idle worker, and a caller waiting
+ * for its helpers, spin for MTC_SPIN_US (spin.h) before they sleep. */
 #include "stage/staging_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cuda/device.h"
+#include "base/clock.h"
 #include "base/keep_loaded.h"
+#include "base/spin.h"
+#include "cuda/device.h"
 
 #define MAX_POOL_THREADS 256
 
@@ -17,9 +23,10 @@ typedef struct staging_job {
   void *context;
   size_t task_count;
   size_t next_task;      /* next index to hand out */
-  size_t completed;      /* tasks finished */
   size_t helper_slots;   /* workers that may still join */
-  size_t active_helpers; /* workers inside the job right now */
+  /* Changed under the lock; read without it by a spinning caller. */
+  atomic_size_t completed;      /* tasks finished */
+  atomic_size_t active_helpers; /* workers inside the job right now */
   struct staging_job *next;
 } staging_job;
 
@@ -30,6 +37,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t job_done = PTHREAD_COND_INITIALIZER;
 static staging_job *queue_head, *queue_tail;
+/* Jobs in the queue, readable without the lock (for the idle spin). */
+static atomic_size_t queued_jobs;
 
 static void configure(void) {
   long threads = 0;
@@ -64,6 +73,28 @@ static void unlink_job(staging_job *job) {
   *link = job->next;
   if (queue_tail == job) queue_tail = prev;
   job->next = NULL;
+  atomic_fetch_sub_explicit(&queued_jobs, 1, memory_order_relaxed);
+}
+
+/* Spins (the lock released) until `done` says so or MTC_SPIN_US passed. */
+static void spin_unlocked(int (*done)(const void *), const void *arg) {
+  uint64_t spin = mtc_spin_ns();
+  if (spin == 0) return;
+  pthread_mutex_unlock(&lock);
+  uint64_t until = mtc_clock_ns() + spin;
+  while (!done(arg) && mtc_clock_ns() < until) mtc_cpu_relax();
+  pthread_mutex_lock(&lock);
+}
+
+static int work_queued(const void *arg) {
+  (void)arg;
+  return atomic_load_explicit(&queued_jobs, memory_order_acquire) != 0;
+}
+
+static int job_finished(const void *arg) {
+  const staging_job *job = arg;
+  return atomic_load_explicit(&job->completed, memory_order_acquire) == job->task_count &&
+         atomic_load_explicit(&job->active_helpers, memory_order_acquire) == 0;
 }
 
 /* Runs tasks of job until none is left to claim. Called with lock held. */
@@ -73,7 +104,7 @@ static void run_tasks_locked(staging_job *job) {
     pthread_mutex_unlock(&lock);
     job->fn(job->context, task);
     pthread_mutex_lock(&lock);
-    job->completed++;
+    atomic_fetch_add_explicit(&job->completed, 1, memory_order_release);
   }
 }
 
@@ -82,15 +113,18 @@ static void *worker_main(void *arg) {
   mtc_device_mark_library_thread();
   pthread_mutex_lock(&lock);
   for (;;) {
+    if (queue_head == NULL) spin_unlocked(work_queued, NULL);
     while (queue_head == NULL) pthread_cond_wait(&work_ready, &lock);
     staging_job *job = queue_head;
     if (--job->helper_slots == 0) unlink_job(job);
-    job->active_helpers++;
+    atomic_fetch_add_explicit(&job->active_helpers, 1, memory_order_relaxed);
     run_tasks_locked(job);
     /* Nothing left to claim: no one else should join this job. */
     unlink_job(job);
-    job->active_helpers--;
-    if (job->active_helpers == 0) pthread_cond_broadcast(&job_done);
+    /* The job may end (its caller's stack frame) once this reaches 0. */
+    if (atomic_fetch_sub_explicit(&job->active_helpers, 1, memory_order_release) == 1) {
+      pthread_cond_broadcast(&job_done);
+    }
   }
   return NULL;
 }
@@ -135,13 +169,13 @@ void mtc_staging_parallel_for(size_t task_count, unsigned max_threads,
     queue_head = &job;
   }
   queue_tail = &job;
+  atomic_fetch_add_explicit(&queued_jobs, 1, memory_order_release);
   pthread_cond_broadcast(&work_ready);
 
   run_tasks_locked(&job);
   unlink_job(&job);
   /* job lives on this stack: wait until no worker can touch it again. */
-  while (job.completed < job.task_count || job.active_helpers > 0) {
-    pthread_cond_wait(&job_done, &lock);
-  }
+  if (!job_finished(&job)) spin_unlocked(job_finished, &job);
+  while (!job_finished(&job)) pthread_cond_wait(&job_done, &lock);
   pthread_mutex_unlock(&lock);
 }
