@@ -241,17 +241,17 @@ static void pinned_d2h(void) {
   free_batch(&b);
 }
 
-/* device-alloc:2,device-alloc:4. A copy allocates its chunk, then its own
- * (17 MiB, staged) leaf: the chunk's copy is already queued when the own
- * leaf's allocation fails. */
+/* device-alloc:2,device-alloc:4. A copy allocates its own (17 MiB,
+ * staged) leaf, then its chunk: the own leaf's pieces are already queued
+ * when the chunk's allocation fails, and the chunk's first leaf is named. */
 static void device_h2d(void) {
   batch b;
   make_batch(&b, 40, 17 << 20);
-  blamed_leaf = 40; /* the 17 MiB leaf */
+  blamed_leaf = 0; /* the chunk's first leaf */
   copy_fails(0, 0, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY",
-                   "device-alloc call 2"));
-  blamed_leaf = 40;
+                   "device-alloc call 2", "for the chunk that packs this leaf and 39 others"));
+  blamed_leaf = 0;
   copy_fails(0, 1, b.leaves, b.count, MTC_ERR_OUT_OF_MEMORY, 1, 0,
              TEXTS("cuMemAlloc", "device-alloc call 4"));
   mtc_leaf_result out[MAX_LEAVES];
@@ -294,9 +294,9 @@ static void device_codes(void) {
   free_batch(&b);
 }
 
-/* copy-submit:4,copy-submit:7. A copy submits its chunk, then five pieces
- * of its 17 MiB leaf: the first copy fails at its 3rd submission (2nd
- * piece), the second (calls 5..) at its 3rd too. */
+/* copy-submit:4,copy-submit:7. A copy submits five pieces of its 17 MiB
+ * leaf, then its chunk: the first copy fails at its 4th piece, the second
+ * (calls 5..) at its 3rd. */
 static void submit_h2d(void) {
   batch b;
   make_batch(&b, 40, 17 << 20);

@@ -66,16 +66,17 @@ const SCENARIOS: Record<string, Scenario> = {
     devices: 1,
     prepare: async () => hostBatch(false),
   },
-  // Each failing copy gets its chunk's block, then not its own leaf's.
+  // Each failing copy gets its own leaf's block (and queues its piece), then
+  // not its chunk's.
   "host to device, device-alloc": {
     fault: "device-alloc:2,device-alloc:4",
     code: "MTC_ERR_OUT_OF_MEMORY",
-    texts: ["cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY"],
-    path: ".big", // the leaf whose own block could not be allocated
+    texts: ["cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY", "for the chunk that packs this leaf and 527 others"],
+    path: ".samples[0].cams_gt[0].bounding_boxes", // the chunk whose block could not be allocated
     devices: 1,
     prepare: async () => hostBatch(true),
   },
-  // Each failing copy submits its chunk, then fails to submit the staged piece.
+  // Each failing copy submits its staged piece, then fails to submit its chunk.
   "host to device, copy-submit": {
     fault: "copy-submit:2,copy-submit:4",
     code: "MTC_ERR_CUDA",

@@ -1,6 +1,6 @@
 /* transfer.c — carrying out a laid-out plan: gathers first (the GPU gathers
- * while the host stages the rest), then every other packed chunk, then the
- * own leaves, each by its direction (directions.h); then one completion
+ * while the host stages the rest), then the own leaves, then every other
+ * packed chunk, each by its direction (directions.h); then one completion
  * event for the whole copy. On failure it waits for what it enqueued and
  * lets go of everything the plan acquired.
  *
@@ -194,17 +194,19 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
       }
     }
   }
+  /* Then the own leaves, then the chunks: an own leaf's DMA is long, and
+   * the chunks (whose DMAs are short) are staged while it runs. */
+  for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
+    if (plan->layout.placements[i].kind != MTC_PLACE_OWN) continue;
+    status = copy_own_leaf(&t, i, &own_blocks[i]);
+    if (status != MTC_OK) t.failed_leaf = (int64_t)i;
+  }
   for (size_t c = 0; status == MTC_OK && c < plan->layout.chunk_count; c++) {
     if (gathered[c] == 1) continue;
     uint64_t first = members.first[c];
     status = copy_chunk(&t, c, &members.leaves[first],
                         members.first[c + 1] - first, &chunk_blocks[c]);
     if (status != MTC_OK) mtc_transfer_blame_chunk(&t, &members, c);
-  }
-  for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
-    if (plan->layout.placements[i].kind != MTC_PLACE_OWN) continue;
-    status = copy_own_leaf(&t, i, &own_blocks[i]);
-    if (status != MTC_OK) t.failed_leaf = (int64_t)i;
   }
   if (status == MTC_OK) status = record_completion(&t);
 

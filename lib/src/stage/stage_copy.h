@@ -22,7 +22,7 @@ typedef struct mtc_stage_segment {
  * handing tasks out costs more than it saves. */
 #define MTC_STAGE_PARALLEL_MIN_BYTES ((uint64_t)256 << 10)
 /* Smallest share of one staging task. */
-#define MTC_STAGE_TASK_MIN_BYTES ((uint64_t)128 << 10)
+#define MTC_STAGE_TASK_MIN_BYTES ((uint64_t)64 << 10)
 /* Tasks per staging thread, at most: more, smaller tasks than threads, so
  * that a thread that starts late or runs slow holds the others up less. */
 #define MTC_STAGE_TASKS_PER_THREAD 4
