@@ -97,6 +97,7 @@ const device_tests = [_][]const u8{
     "test_streams",
     "test_dlpack",
     "test_stop_reading",
+    "test_staging",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
