@@ -6,6 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
+# Colours only on a terminal: a log file should read as text.
+[ -t 1 ] || export NO_COLOR=1
 
 ZIG=.tools/zig
 BUN=node_modules/.bin/bun
@@ -15,12 +17,28 @@ DENO_TEST=("$DENO" test --allow-ffi --allow-env --allow-read --allow-run --v8-fl
 passed=0
 failed=()
 
+# The emulated driver prints a line for each call that fails, and many tests
+# make calls fail on purpose: each suite's lines go to a file of their own,
+# shown only when that suite fails.
+DRIVER_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/mtc-driver-logs.XXXXXX")
+trap 'rm -rf "$DRIVER_LOGS"' EXIT
+
 suite() { # suite NAME COMMAND...: runs one suite and records the outcome
   local name=$1
   shift
   echo
   echo "=== $name"
-  if "$@"; then passed=$((passed + 1)); else failed+=("$name"); fi
+  export FAKE_CUDA_LOG="$DRIVER_LOGS/$((passed + ${#failed[@]} + 1)).log"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed+=("$name")
+    if [ -s "$FAKE_CUDA_LOG" ]; then
+      echo "--- the emulated driver's lines for failed calls during this suite (last 200 of $(wc -l <"$FAKE_CUDA_LOG")):"
+      tail -n 200 "$FAKE_CUDA_LOG"
+    fi
+  fi
+  unset FAKE_CUDA_LOG
 }
 
 exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
@@ -59,7 +77,7 @@ suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
 suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
-suite "benchmark smoke run under Bun (emulated driver; checks that it runs, times nothing)" \
+suite "benchmark smoke run under Bun (emulated driver: checks that it runs; its figures time host memcpy, not a GPU)" \
   env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
 suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
 suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh

@@ -229,7 +229,8 @@ const CHILD_DELAY_US: Record<string, number> = {
 };
 
 function runChild(mode: string, fixture = FIXTURE): Promise<ScriptResult> {
-  return runScript(fixture, [mode], { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "" });
+  // The emulated driver's lines on the child's own stderr, where the test looks for them.
+  return runScript(fixture, [mode], { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "", FAKE_CUDA_LOG: "" });
 }
 
 const CHILD_DOES: Record<string, string> = {
