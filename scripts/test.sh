@@ -2,8 +2,11 @@
 # Runs every test suite that needs no GPU, and the GPU suite (which skips,
 # saying so, where no CUDA device exists). Installs the toolchain first.
 # Exits non-zero if any suite fails; the last line counts the suites.
+# With arguments, runs only the test files named (scripts/test-one.sh):
+#   npm test -- tests/ts/handle.test.ts [bun|deno]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ $# -eq 0 ] || exec bash scripts/test-one.sh "$@"
 bash scripts/setup.sh || exit 1
 export DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
 # Colours only on a terminal: a log file should read as text.
