@@ -59,8 +59,8 @@ c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `e
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
 
-python_example() { # python_example ENV...: examples/python/copy_batch.py with setup's NumPy, under `env ENV...`
-  env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
+python_example() { # python_example ENV...: examples/python/copy_batch.py with NumPy in .tools/python, under `env ENV...`
+  bash scripts/setup-numpy.sh && env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
 
 suite "C layout: folders in pipeline order, no include circle, no file above 400 lines" c_layout
