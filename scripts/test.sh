@@ -84,7 +84,7 @@ suite "benchmark smoke run under Bun (emulated driver: checks that it runs; its 
   env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
 suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
 suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh
-suite "docs: deno doc --lint and --html (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
+suite "docs: deno doc --lint and --html, the README's first example (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
 suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
 suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
 
