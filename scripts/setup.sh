@@ -18,9 +18,10 @@ NVCC_VERSION=13.0.88
 if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] ||
    [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm packages (bun, deno, typescript, tsup)" >&2
-  # `npm install` rather than `npm ci`: npm 11 leaves other platforms' optional
-  # packages (bun's and deno's per-platform binaries) out of the lock file and
-  # then `npm ci` refuses that same lock. --no-save keeps the lock file as it is.
+  # package-lock.json lists every platform's optional packages (bun's and
+  # deno's per-platform binaries among them), so this installs exactly what it
+  # pins; --no-save keeps it as it is all the same. Unlike `npm ci`, `npm
+  # install` leaves alone what is already in node_modules/.
   npm install --no-save --no-audit --no-fund --loglevel=error
 fi
 
