@@ -72,6 +72,15 @@ bad=$(nm -D --defined-only "$SO" | awk '{print $3}' | grep -v '^mtc_' || true)
 [ -z "$bad" ] || fail "libmtc.so exports symbols outside mtc_: $bad"
 echo "needs GLIBC_$newest at most; exports $(nm -D --defined-only "$SO" | grep -c ' mtc_') mtc_ symbols"
 
+step "prebuilt libmtc.so: stripped, and no path of the machine that built it"
+debug=$(readelf -S --wide "$SO" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
+[ -z "$debug" ] || fail "libmtc.so carries debug sections: $debug"
+zig_lib=$(dirname "$(readlink -f "$ZIG")")
+leaks=$(strings -n 4 "$SO" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
+leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
+[ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
+echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
+
 step "package.json: no runtime dependencies"
 node -e '
   const p = require(process.argv[1]);
