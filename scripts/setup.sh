@@ -21,8 +21,9 @@ if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] ||
   # package-lock.json lists every platform's optional packages (bun's and
   # deno's per-platform binaries among them), so this installs exactly what it
   # pins; --no-save keeps it as it is all the same. Unlike `npm ci`, `npm
-  # install` leaves alone what is already in node_modules/.
-  npm install --no-save --no-audit --no-fund --loglevel=error
+  # install` leaves alone what is already in node_modules/. --no-dry-run: under
+  # `npm pack --dry-run` (whose prepack builds) npm passes dry-run on to us.
+  npm install --no-save --no-dry-run --no-audit --no-fund --loglevel=error
 fi
 
 if [ ! -x ".tools/ziglang-$ZIG_VERSION/ziglang/zig" ]; then
