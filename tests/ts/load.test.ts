@@ -15,7 +15,7 @@ import { runScript, type ScriptResult } from "./fixtures/spawn.ts";
 
 const tally = new Tally("load");
 const skip = skipWithoutDriver ??
-  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc)" : undefined) ??
+  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc, as `npm run test:one` does)" : undefined) ??
   (fakeDriver() === null ? "needs libfakecuda's hooks (copy delay)" : undefined);
 if (skip !== undefined) note(`load tests skipped: ${skip}`);
 
