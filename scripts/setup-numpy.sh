@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NUMPY_VERSION=2.2.6
+# The installs go into .tools/, not the system: pip's warning about running
+# as root (as CI does) does not apply.
+export PIP_ROOT_USER_ACTION=ignore
 
 [ "${MTC_SETUP_NUMPY:-1}" != "0" ] || exit 0
 if [ ! -d ".tools/numpy-$NUMPY_VERSION/numpy" ]; then

@@ -14,6 +14,9 @@ ZIG_VERSION=0.15.2
 # kernel-only compile includes (cuda_runtime.h and crt/): four wheels, about
 # 101 MB to download (nvcc 37 MB, nvvm 62 MB, runtime 2.2 MB, crt 0.1 MB).
 NVCC_VERSION=13.0.88
+# The installs go into .tools/, not the system: pip's warning about running
+# as root (as CI does) does not apply.
+export PIP_ROOT_USER_ACTION=ignore
 
 if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] ||
    [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
