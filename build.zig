@@ -129,12 +129,16 @@ pub fn build(b: *std.Build) void {
     // The kernels' fatbin as a C source, or null: built without kernels.
     const kernels = kernelSource(b);
 
+    // `-Dstrip`: the npm package's build (npm run build:prebuilt).
+    const strip = b.option(bool, "strip", "libmtc.so without debug info or the checkout's path: the same bytes from the same commit anywhere") orelse false;
+    const shared_mod = libModule(b, config, kernels);
+    if (strip) reproducible(b, shared_mod);
     const shared = b.addLibrary(.{
         .name = "mtc",
         .linkage = .dynamic,
         // No .version: one plain libmtc.so file (no symlink chain), which
         // packagers and FFI loaders copy and open as is.
-        .root_module = libModule(b, config, kernels),
+        .root_module = shared_mod,
     });
     shared.installHeader(b.path("lib/include/mtc.h"), "mtc.h");
     b.installArtifact(shared);
@@ -483,12 +487,26 @@ fn asanRuntime(b: *std.Build) ?[]const u8 {
 /// runtime into executables.
 fn sanitize(b: *std.Build, config: Config, mod: *std.Build.Module, executable: bool) void {
     const runtime = config.asan_runtime orelse return;
-    const flags = [_][]const u8{ "-fsanitize=address", "-fno-omit-frame-pointer" };
     mod.sanitize_c = .full;
+    addCFlags(b, mod, &.{ "-fsanitize=address", "-fno-omit-frame-pointer" });
+    if (executable) mod.addObjectFile(.{ .cwd_relative = runtime });
+}
+
+/// Under -Dstrip: no debug info (it names every source and header by its
+/// absolute path), and the checkout's path written as "." wherever the
+/// compiler would record it (__FILE__ and the like). What is left depends on
+/// the sources and the toolchain, not on the folder or the machine.
+fn reproducible(b: *std.Build, mod: *std.Build.Module) void {
+    mod.strip = true;
+    const root = b.build_root.handle.realpathAlloc(b.allocator, ".") catch @panic("cannot resolve the build root");
+    addCFlags(b, mod, &.{b.fmt("-ffile-prefix-map={s}=.", .{root})});
+}
+
+/// Appends flags to every C source already added to mod.
+fn addCFlags(b: *std.Build, mod: *std.Build.Module, flags: []const []const u8) void {
     for (mod.link_objects.items) |item| switch (item) {
-        .c_source_files => |files| files.flags = std.mem.concat(b.allocator, []const u8, &.{ files.flags, &flags }) catch @panic("OOM"),
-        .c_source_file => |file| file.flags = std.mem.concat(b.allocator, []const u8, &.{ file.flags, &flags }) catch @panic("OOM"),
+        .c_source_files => |files| files.flags = std.mem.concat(b.allocator, []const u8, &.{ files.flags, flags }) catch @panic("OOM"),
+        .c_source_file => |file| file.flags = std.mem.concat(b.allocator, []const u8, &.{ file.flags, flags }) catch @panic("OOM"),
         else => {},
     };
-    if (executable) mod.addObjectFile(.{ .cwd_relative = runtime });
 }

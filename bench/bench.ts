@@ -3,8 +3,11 @@
  * over the same driver, and against the floor (one pinned copy of the same
  * bytes), in one process. Prints a table and writes JSON.
  *
- *   bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json]
+ *   bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
  *   deno run --allow-ffi --allow-env --allow-read --allow-write bench/bench.ts [...]
+ *
+ * Against the emulated driver (MTC_CUDA_DRIVER=libfakecuda.so) it runs, and
+ * says that its figures time host memcpy, not a GPU.
  *
  * S1  the example batch (528 tensors, 153,628 bytes) host → cuda:0, startCopy → get();
  *     also how long startCopy takes to return, and startCopy → await
@@ -19,8 +22,8 @@
  */
 
 import { currentBackend } from "../ts/ffi/library.ts";
-import { cudaDeviceCount, DeviceTensor, disposeAll, poolStats, type PoolStats, prefetch, startCopy } from "../ts/mod.ts";
-import { args, exit, option, runtimeName } from "./cli.ts";
+import { cudaUnavailableReason, DeviceTensor, disposeAll, poolStats, type PoolStats, prefetch, startCopy } from "../ts/mod.ts";
+import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
 
@@ -46,16 +49,33 @@ interface ScenarioResult {
 
 type HostView = ArrayBufferView & { length: number };
 
-const runs = Number(option("--runs") ?? 200);
-const only = option("--only")?.split(",");
-const jsonPath = option("--json");
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "P1"];
+const cli = new CommandLine(
+  `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
+
+  --runs N     timed runs of S1 and S4 (default 200; fewer for S2, S3)
+  --only LIST  the scenarios to run, of ${SCENARIOS.join(", ")} (default: all but P1)
+  --json FILE  also write the results as JSON
+  --pools      also run P1, the pools' steady state`,
+  { runs: "string", only: "string", json: "string", pools: "boolean" },
+);
+const runs = cli.count("runs", 200, 1);
+const only = cli.string("only")?.split(",");
+const unknown = only?.filter((id) => !SCENARIOS.includes(id)) ?? [];
+if (unknown.length > 0) cli.fail(`--only: no scenario ${unknown.join(", ")}`);
+const jsonPath = cli.string("json");
 const device = 0;
 
-if (cudaDeviceCount() === 0) {
-  console.log("bench: no CUDA device found (the benchmarks need one; set MTC_CUDA_DRIVER to try the emulated driver)");
+const noCuda = cudaUnavailableReason();
+if (noCuda !== undefined) {
+  console.log(`bench: no CUDA device: ${noCuda} (the benchmarks need one; set MTC_CUDA_DRIVER to try the emulated driver)`);
   exit(1);
 }
 const driver = new RawDriver(device);
+if (driver.emulated) {
+  console.log("bench: the emulated CUDA driver (tests/fake_cuda): every figure below times host memcpy and a");
+  console.log("bench: modelled delay, not a GPU; it shows that the benchmarks run, not how fast the library is");
+}
 const pointerOf = (view: ArrayBufferView) => currentBackend().pointerOf(view);
 const results: ScenarioResult[] = [];
 
@@ -71,7 +91,7 @@ if (wanted("S3")) {
 }
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
-const pools = only?.includes("P1") || args.includes("--pools") ? poolSteadyState(10_000) : undefined;
+const pools = only?.includes("P1") || cli.flag("pools") ? poolSteadyState(10_000) : undefined;
 
 printTable(results);
 if (pools !== undefined) printPools(pools);
@@ -317,7 +337,8 @@ function randomFloats(length: number, seed: number): Float32Array {
 
 function printTable(rows: ScenarioResult[], title = "results"): void {
   const stats = poolStats();
-  console.log(`\n${title}: ${runtimeName()}, ${rows.length ? "" : "no scenarios"}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
+  const where = driver.emulated ? " (emulated driver: host memcpy, not a GPU)" : "";
+  console.log(`\n${title}${where}: ${runtimeName()}, ${rows.length ? "" : "no scenarios"}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
   console.log("scenario  leaves  bytes        library median (p10–p90)   naive per-leaf   floor      library/naive  library/floor");
   for (const r of rows) {
     console.log(
@@ -342,7 +363,7 @@ function us(v: number): string {
 }
 
 function writeJson(path: string, rows: ScenarioResult[], pools?: PoolReport): void {
-  const text = JSON.stringify({ runtime: runtimeName(), date: new Date().toISOString(), runs, scenarios: rows, pools }, null, 2);
+  const text = JSON.stringify({ runtime: runtimeName(), emulatedDriver: driver.emulated, date: new Date().toISOString(), runs, scenarios: rows, pools }, null, 2);
   const g = globalThis as unknown as {
     Deno?: { writeTextFileSync(p: string, t: string): void };
     Bun?: { write(p: string, t: string): unknown };

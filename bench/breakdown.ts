@@ -17,6 +17,9 @@ import { currentBackend } from "../ts/ffi/library.ts";
 import { type AsyncCopyHandle, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
 import { Tensor } from "../ts/tensor.ts";
 import type { TypedArray } from "../ts/dtype.ts";
+import { CommandLine } from "./cli.ts";
+
+new CommandLine("usage: bun bench/breakdown.ts (no options): S1 and S4 split into their phases, medians in µs", {});
 
 const batch = makeExampleBatch(1);
 const runs = 2000;

@@ -39,10 +39,13 @@ export class RawDriver {
   readonly #fn: Record<keyof typeof table, Fn>;
   readonly #stream: number;
   readonly #out = new Uint32Array(2);
+  /** True for the emulated driver (tests/fake_cuda), known by its test hooks: its copies are host memcpy. */
+  readonly emulated: boolean;
 
   constructor(device: number) {
     const path = getEnv("MTC_CUDA_DRIVER") || "libcuda.so.1";
     this.#fn = currentBackend().open(path, table).symbols as unknown as Record<keyof typeof table, Fn>;
+    this.emulated = hasTestHooks(path);
     this.#check(this.#fn.cuInit(0), "cuInit");
     this.#check(this.#fn.cuDeviceGet(this.#out, device), "cuDeviceGet");
     const ordinal = this.#out[0]!;
@@ -90,5 +93,15 @@ export class RawDriver {
 
   #check(result: number, call: string): void {
     if (result !== 0) throw new Error(`${call} failed with CUDA error ${result}`);
+  }
+}
+
+/** Whether the driver at `path` exports the emulated driver's test hooks. */
+function hasTestHooks(path: string): boolean {
+  try {
+    currentBackend().open(path, { fake_cuda_copy_count: { args: [], result: "u64" } });
+    return true;
+  } catch {
+    return false;
   }
 }

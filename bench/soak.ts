@@ -18,22 +18,27 @@
  * @module
  */
 
-import { cudaDeviceCount, type Device, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
-import { args, exit, option, runtimeName } from "./cli.ts";
+import { cudaUnavailableReason, type Device, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
+import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
 
 const MIB = 2 ** 20;
 const NATIVE_SLACK = 16 * MIB;
 
-const copies = Number(option("--copies") ?? 100_000);
-const device = (option("--device") ?? "cuda:0") as Device;
-const rows = Number(option("--samples") ?? 40);
-if (!Number.isSafeInteger(copies) || copies < 10 || !Number.isSafeInteger(rows) || rows < 2) {
-  console.log("usage: soak.ts [--copies N >= 10] [--device cuda:N] [--samples K >= 2]");
-  exit(2);
-}
-if (cudaDeviceCount() === 0) {
-  console.log("soak: no CUDA device found (set MTC_CUDA_DRIVER to try the emulated driver)");
+const cli = new CommandLine(
+  `usage: bun bench/soak.ts [--copies N] [--device cuda:N] [--samples K]
+
+  --copies N        copies of the example batch, at least 10 (default 100000)
+  --device cuda:N   the target (default cuda:0)
+  --samples K       rows in the table, at least 2 (default 40)`,
+  { copies: "string", device: "string", samples: "string" },
+);
+const copies = cli.count("copies", 100_000, 10);
+const device = (cli.string("device") ?? "cuda:0") as Device;
+const rows = cli.count("samples", 40, 2);
+const noCuda = cudaUnavailableReason();
+if (noCuda !== undefined) {
+  console.log(`soak: no CUDA device: ${noCuda} (set MTC_CUDA_DRIVER to try the emulated driver)`);
   exit(1);
 }
 

@@ -9,6 +9,9 @@
  */
 import { disposeAll, startCopy } from "../ts/mod.ts";
 import { getEnv } from "../ts/runtime.ts";
+import { CommandLine } from "./cli.ts";
+
+new CommandLine("usage: [MTC_STAGING_THREADS=N] bun bench/staging_sweep.ts (no options): S2 across staging piece sizes", {});
 
 const leaves = Array.from({ length: 8 }, (_, k) => {
   const a = new Float32Array(4 << 20);

@@ -1,33 +1,42 @@
 /**
  * The main job: copy the example batch (16 samples, 528 tensors, 153,628 bytes)
- * to cuda:0 — or, on a machine with no CUDA device, to cpu — do some other work
- * while it runs, then print what arrived and how long it took.
+ * to cuda:0 — or, on a machine with no CUDA device, to cpu, saying why — do
+ * some other work while it runs, then print what arrived and how long it took.
  *
  *   bun examples/example.ts [--runs N] [--quiet]
  *   deno run --allow-ffi --allow-env --allow-read examples/example.ts [--runs N] [--quiet]
  *
- * --runs N  also times N copies (after a warm-up) from startCopy to completion,
- *           with get() and with await, and prints the median, p10 and p90.
- * --quiet   prints only the timing.
+ * From a checkout, `npx bun` and `npx deno` run the copies that
+ * `npm run setup` put in node_modules. --help prints the options.
  */
-import { cudaDeviceCount, type Device, DeviceTensor, disposeAll, startCopy, Tensor } from "../ts/mod.ts";
+import { parseArgs } from "node:util";
+import { cudaUnavailableReason, type Device, DeviceTensor, disposeAll, startCopy, Tensor } from "../ts/mod.ts";
 import { EXAMPLE_CONFIGS, type ExampleSample, makeExampleBatch } from "./example_batch.ts";
 
 interface RuntimeGlobals {
-  Deno?: { args: string[]; exit(code: number): never };
+  Deno?: { args: string[]; version: { deno: string }; exit(code: number): never };
   Bun?: { argv: string[]; version: string };
   process?: { exit(code: number): never };
 }
 const runtime = globalThis as unknown as RuntimeGlobals;
 
-const args = commandLineArgs();
-const runs = Number(args[args.indexOf("--runs") + 1] ?? 0) || 0;
-const quiet = args.includes("--quiet");
+const USAGE = `usage: bun examples/example.ts [--runs N] [--quiet]
+       deno run --allow-ffi --allow-env --allow-read examples/example.ts [--runs N] [--quiet]
+
+Copies the example batch (528 tensors) to cuda:0, or to cpu where there is no
+CUDA device, checks every tensor that arrived, and prints how long it took.
+
+  --runs N   also time N copies (after a warm-up of up to 100), with get() and
+             with await, and print the median, p10 and p90
+  --quiet    print only the timing
+  --help     print this`;
+
+const { runs, quiet } = commandLine();
 const log = quiet ? () => {} : console.log;
 
-const devices = cudaDeviceCount();
-const device: Device = devices > 0 ? "cuda:0" : "cpu";
-if (devices === 0) log("No CUDA device found: copying to cpu instead (every leaf is reused as it is).");
+const noCuda = cudaUnavailableReason();
+const device: Device = noCuda === undefined ? "cuda:0" : "cpu";
+if (noCuda !== undefined) log(`No CUDA device (${noCuda}): copying to cpu instead, where every leaf is reused as it is.`);
 
 const batch = makeExampleBatch(2024);
 
@@ -152,12 +161,38 @@ function pad(v: string | number, width: number): string {
   return String(v).padStart(width);
 }
 
-function commandLineArgs(): string[] {
-  return runtime.Deno?.args ?? runtime.Bun?.argv.slice(2) ?? [];
+/** The options, parsed as node:util parseArgs does in both runtimes; exits on --help or a mistake. */
+function commandLine(): { runs: number; quiet: boolean } {
+  const args = runtime.Deno?.args ?? runtime.Bun?.argv.slice(2) ?? [];
+  let values: { runs?: string; quiet?: boolean; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: { runs: { type: "string" }, quiet: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      allowPositionals: false,
+      strict: true,
+    }));
+  } catch (e) {
+    return usageError((e as Error).message);
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return exitWith(0);
+  }
+  const runs = values.runs === undefined ? 0 : Number(values.runs);
+  if (values.runs !== undefined && (!/^[0-9]+$/.test(values.runs) || runs < 1 || runs > 1_000_000)) {
+    return usageError(`--runs wants a number of copies from 1 to 1000000, not "${values.runs}"`);
+  }
+  return { runs, quiet: values.quiet ?? false };
+}
+
+function usageError(message: string): never {
+  console.error(`example: ${message}\n\n${USAGE}`);
+  return exitWith(2);
 }
 
 function runtimeName(): string {
-  return runtime.Bun ? `bun ${runtime.Bun.version}` : "deno";
+  return runtime.Bun ? `bun ${runtime.Bun.version}` : `deno ${runtime.Deno!.version.deno}`;
 }
 
 function exitWith(code: number): never {

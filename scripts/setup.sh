@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the project's toolchain inside the checkout, so a fresh machine with
 # node, npm and python3 needs nothing else: bun, deno, typescript, tsup and
-# bun-types from npm (node_modules/), zig, CUDA's nvcc and NumPy (for the
-# Python example) from PyPI (.tools/).
+# bun-types from npm (node_modules/), zig and CUDA's nvcc from PyPI (.tools/).
 # nvcc (for the kernels in cuda/) also needs a host C++ compiler, g++ by
 # default; MTC_SETUP_NVCC=0 skips it (then libmtc builds without kernels).
+# NumPy, which only the Python example needs, is scripts/setup-numpy.sh's.
 # Quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,16 +14,19 @@ ZIG_VERSION=0.15.2
 # kernel-only compile includes (cuda_runtime.h and crt/): four wheels, about
 # 101 MB to download (nvcc 37 MB, nvvm 62 MB, runtime 2.2 MB, crt 0.1 MB).
 NVCC_VERSION=13.0.88
-# The Python example's one dependency; MTC_SETUP_NUMPY=0 skips it.
-NUMPY_VERSION=2.2.6
+# The installs go into .tools/, not the system: pip's warning about running
+# as root (as CI does) does not apply.
+export PIP_ROOT_USER_ACTION=ignore
 
 if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] ||
    [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm packages (bun, deno, typescript, tsup)" >&2
-  # `npm install` rather than `npm ci`: npm 11 leaves other platforms' optional
-  # packages (bun's and deno's per-platform binaries) out of the lock file and
-  # then `npm ci` refuses that same lock. --no-save keeps the lock file as it is.
-  npm install --no-save --no-audit --no-fund --loglevel=error
+  # package-lock.json lists every platform's optional packages (bun's and
+  # deno's per-platform binaries among them), so this installs exactly what it
+  # pins; --no-save keeps it as it is all the same. Unlike `npm ci`, `npm
+  # install` leaves alone what is already in node_modules/. --no-dry-run: under
+  # `npm pack --dry-run` (whose prepack builds) npm passes dry-run on to us.
+  npm install --no-save --no-dry-run --no-audit --no-fund --loglevel=error
 fi
 
 if [ ! -x ".tools/ziglang-$ZIG_VERSION/ziglang/zig" ]; then
@@ -33,14 +36,6 @@ if [ ! -x ".tools/ziglang-$ZIG_VERSION/ziglang/zig" ]; then
     --target ".tools/ziglang-$ZIG_VERSION" "ziglang==$ZIG_VERSION"
 fi
 ln -sfn "ziglang-$ZIG_VERSION/ziglang/zig" .tools/zig
-
-if [ "${MTC_SETUP_NUMPY:-1}" != "0" ] && [ ! -d ".tools/numpy-$NUMPY_VERSION/numpy" ]; then
-  echo "setup: installing NumPy $NUMPY_VERSION from PyPI (for examples/python)" >&2
-  rm -rf ".tools/numpy-$NUMPY_VERSION"
-  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-    --target ".tools/numpy-$NUMPY_VERSION" "numpy==$NUMPY_VERSION"
-fi
-[ -d ".tools/numpy-$NUMPY_VERSION/numpy" ] && ln -sfn "numpy-$NUMPY_VERSION" .tools/python
 
 if [ "${MTC_SETUP_NVCC:-1}" != "0" ]; then
   NVCC_DIR=".tools/cuda-$NVCC_VERSION"

@@ -2,10 +2,15 @@
 # Runs every test suite that needs no GPU, and the GPU suite (which skips,
 # saying so, where no CUDA device exists). Installs the toolchain first.
 # Exits non-zero if any suite fails; the last line counts the suites.
+# With arguments, runs only the test files named (scripts/test-one.sh):
+#   npm test -- tests/ts/handle.test.ts [bun|deno]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ $# -eq 0 ] || exec bash scripts/test-one.sh "$@"
 bash scripts/setup.sh || exit 1
 export DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1
+# Colours only on a terminal: a log file should read as text.
+[ -t 1 ] || export NO_COLOR=1
 
 ZIG=.tools/zig
 BUN=node_modules/.bin/bun
@@ -15,12 +20,28 @@ DENO_TEST=("$DENO" test --allow-ffi --allow-env --allow-read --allow-run --v8-fl
 passed=0
 failed=()
 
+# The emulated driver prints a line for each call that fails, and many tests
+# make calls fail on purpose: each suite's lines go to a file of their own,
+# shown only when that suite fails.
+DRIVER_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/mtc-driver-logs.XXXXXX")
+trap 'rm -rf "$DRIVER_LOGS"' EXIT
+
 suite() { # suite NAME COMMAND...: runs one suite and records the outcome
   local name=$1
   shift
   echo
   echo "=== $name"
-  if "$@"; then passed=$((passed + 1)); else failed+=("$name"); fi
+  export FAKE_CUDA_LOG="$DRIVER_LOGS/$((passed + ${#failed[@]} + 1)).log"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed+=("$name")
+    if [ -s "$FAKE_CUDA_LOG" ]; then
+      echo "--- the emulated driver's lines for failed calls during this suite (last 200 of $(wc -l <"$FAKE_CUDA_LOG")):"
+      tail -n 200 "$FAKE_CUDA_LOG"
+    fi
+  fi
+  unset FAKE_CUDA_LOG
 }
 
 exports_only_mtc() { # the shared library exports mtc_* symbols and nothing else
@@ -38,8 +59,8 @@ c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `e
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
 
-python_example() { # python_example ENV...: examples/python/copy_batch.py with setup's NumPy, under `env ENV...`
-  env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
+python_example() { # python_example ENV...: examples/python/copy_batch.py with NumPy in .tools/python, under `env ENV...`
+  bash scripts/setup-numpy.sh && env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
 
 suite "C layout: folders in pipeline order, no include circle, no file above 400 lines" c_layout
@@ -59,11 +80,11 @@ suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
 suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
-suite "benchmark smoke run under Bun (emulated driver; checks that it runs, times nothing)" \
+suite "benchmark smoke run under Bun (emulated driver: checks that it runs; its figures time host memcpy, not a GPU)" \
   env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
 suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
 suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh
-suite "docs: deno doc --lint and --html (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
+suite "docs: deno doc --lint and --html, the README's first example (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
 suite "GPU suite under Bun, real driver (skips without a GPU)" "$BUN" test tests/gpu
 suite "GPU suite under Deno, real driver (skips without a GPU)" "${DENO_TEST[@]}" tests/gpu
 

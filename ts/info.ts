@@ -9,7 +9,8 @@ import { MtcError, Status, statusName } from "./errors.ts";
 import { library } from "./ffi/library.ts";
 
 /**
- * The number of CUDA devices; 0 when there is no CUDA driver.
+ * The number of CUDA devices; 0 when there is no CUDA driver
+ * ({@link cudaUnavailableReason} says why).
  *
  * @example
  * ```ts
@@ -23,6 +24,28 @@ export function cudaDeviceCount(): number {
   if (status === Status.MTC_ERR_NO_DRIVER) return 0;
   if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
   return out[0]!;
+}
+
+/**
+ * Why no CUDA device can be used here, in the driver's words: the CUDA
+ * driver could not be loaded (`could not load the CUDA driver libcuda.so.1:
+ * ...`), did not initialise (`cuInit returned CUDA_ERROR_NO_DEVICE`), or
+ * reports no device. `undefined` when {@link cudaDeviceCount} is above 0.
+ *
+ * @example
+ * ```ts
+ * const why = cudaUnavailableReason();
+ * const device = why === undefined ? "cuda:0" : "cpu";
+ * if (why !== undefined) console.log(`no CUDA device (${why}): copying to the host`);
+ * ```
+ */
+export function cudaUnavailableReason(): string | undefined {
+  const sym = library().symbols;
+  const out = new Int32Array(1);
+  const status = sym.mtc_cuda_device_count(out);
+  if (status === Status.MTC_ERR_NO_DRIVER) return sym.mtc_last_error() || "the CUDA driver could not be used";
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  return out[0]! > 0 ? undefined : "the CUDA driver reports no device";
 }
 
 /**

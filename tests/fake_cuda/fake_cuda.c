@@ -18,6 +18,9 @@
  *   FAKE_CUDA_PINNED_MEMORY_BYTES   pinned host memory in all (default: no limit)
  *   FAKE_CUDA_COPY_DELAY_US         modelled duration of each copy (default 0)
  *   FAKE_CUDA_QUIET                 1: no stderr line for failed calls
+ *   FAKE_CUDA_LOG                   a file: failed calls' lines are appended
+ *                                   there instead of stderr (the test script
+ *                                   shows them when a suite fails)
  *
  * Time model: each stream has busy_until (CLOCK_MONOTONIC, ns). A copy does
  * its memcpy at once and moves busy_until to max(busy_until, now) + delay.
@@ -35,6 +38,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -45,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ================================================================ CUDA types
  * Declared here: no CUDA headers exist on CI machines. */
@@ -272,24 +277,40 @@ static void unlock(void) { pthread_mutex_unlock(&g_lock); }
 /* ============================================================== reporting */
 
 static int g_quiet;
+static int g_log_fd = -1; /* FAKE_CUDA_LOG, or -1 for stderr */
 static pthread_once_t g_quiet_once = PTHREAD_ONCE_INIT;
 
 static void read_quiet(void) {
   const char *s = getenv("FAKE_CUDA_QUIET");
   g_quiet = s && *s && strcmp(s, "0") != 0;
+  const char *log = getenv("FAKE_CUDA_LOG");
+  if (!g_quiet && log && *log) {
+    g_log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (g_log_fd < 0) fprintf(stderr, "fake_cuda: cannot open FAKE_CUDA_LOG=%s: %s\n", log, strerror(errno));
+  }
 }
 
-/* Prints "fake_cuda: <fn>: <why>" on stderr and returns r. */
+/* Prints "fake_cuda: <fn>: <why>" on stderr, or appends it to FAKE_CUDA_LOG,
+ * and returns r. One write per line, so that the lines of processes sharing
+ * the log do not mix. */
 __attribute__((format(printf, 3, 4))) static CUresult report(CUresult r, const char *fn,
                                                              const char *fmt, ...) {
   pthread_once(&g_quiet_once, read_quiet);
   if (!g_quiet) {
-    char line[512];
+    char why[512], line[640];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "fake_cuda: %s: %s\n", fn, line);
+    int n = snprintf(line, sizeof line, "fake_cuda: %s: %s\n", fn, why);
+    if (n < 0) return r;
+    if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+    if (g_log_fd >= 0) {
+      ssize_t written = write(g_log_fd, line, (size_t)n);
+      (void)written; /* a test log that cannot be written is not worth failing a call for */
+    } else {
+      fputs(line, stderr);
+    }
   }
   return r;
 }

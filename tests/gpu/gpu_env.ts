@@ -8,13 +8,13 @@
  * @module
  */
 
-import { cudaDeviceCount, hasKernels, libraryVersion } from "../../ts/mod.ts";
+import { cudaDeviceCount, cudaUnavailableReason, hasKernels, libraryVersion } from "../../ts/mod.ts";
 import { env, note, test } from "../ts/harness.ts";
 
 function skipReason(): string | undefined {
   try {
     const count = cudaDeviceCount();
-    if (count === 0) return "no CUDA device (cudaDeviceCount() is 0; set MTC_CUDA_DRIVER to use the emulated driver)";
+    if (count === 0) return `no CUDA device: ${cudaUnavailableReason()} (set MTC_CUDA_DRIVER to use the emulated driver)`;
     const driver = env("MTC_CUDA_DRIVER") ? `emulated driver ${env("MTC_CUDA_DRIVER")}` : "CUDA driver";
     note(`GPU suite: ${count} device(s), ${driver}, libmtc ${libraryVersion()}, kernels: ${hasKernels() ? "yes" : "no"}`);
     return undefined;

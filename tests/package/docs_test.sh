@@ -2,7 +2,8 @@
 # The public API's documentation as JSR and `deno doc` render it: no lint
 # findings (every export documented and explicitly typed, no private type
 # in a public signature), no warnings, and the HTML renders with a page for
-# each main export.
+# each main export. And the README's first example is examples/quick_start.ts
+# (tests/ts/example.test.ts runs that; install_test.sh runs the README's copy).
 # DENO_NO_PACKAGE_JSON=1: package.json would make deno doc read
 # tsconfig.json, whose bun-types (dev tooling for tsc) import the "bun:"
 # modules deno cannot resolve, and each such import is a warning. The
@@ -13,6 +14,15 @@ DENO=node_modules/.bin/deno
 export DENO_NO_UPDATE_CHECK=1 NO_COLOR=1 DENO_NO_PACKAGE_JSON=1
 
 fail() { echo "docs test: FAIL: $*" >&2; exit 1; }
+
+# The README's first example is examples/quick_start.ts, importing the package by name.
+readme_first=$(awk '/^```ts$/ && !done { grab = 1; next } grab && /^```$/ { grab = 0; done = 1 } grab' README.md)
+quick_start=$(grep -v '^//' examples/quick_start.ts | sed 's|from "../ts/mod.ts"|from "multi-tensor-copier"|')
+if [ "$readme_first" != "$quick_start" ]; then
+  diff <(echo "$readme_first") <(echo "$quick_start") || true
+  fail "the README's first example and examples/quick_start.ts differ"
+fi
+echo "README's first example: the same as examples/quick_start.ts"
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/mtc-docs.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 

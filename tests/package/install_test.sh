@@ -72,6 +72,15 @@ bad=$(nm -D --defined-only "$SO" | awk '{print $3}' | grep -v '^mtc_' || true)
 [ -z "$bad" ] || fail "libmtc.so exports symbols outside mtc_: $bad"
 echo "needs GLIBC_$newest at most; exports $(nm -D --defined-only "$SO" | grep -c ' mtc_') mtc_ symbols"
 
+step "prebuilt libmtc.so: stripped, and no path of the machine that built it"
+debug=$(readelf -S --wide "$SO" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
+[ -z "$debug" ] || fail "libmtc.so carries debug sections: $debug"
+zig_lib=$(dirname "$(readlink -f "$ZIG")")
+leaks=$(strings -n 4 "$SO" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
+leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
+[ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
+echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
+
 step "package.json: no runtime dependencies"
 node -e '
   const p = require(process.argv[1]);
@@ -86,6 +95,9 @@ mkdir "$APP"
 printf '{ "name": "mtc-consumer", "private": true, "type": "module" }\n' >"$APP/package.json"
 (cd "$APP" && npm install --offline --no-audit --no-fund --loglevel=error "$TARBALL") || fail "npm install --offline of the tarball"
 cp tests/package/smoke.ts "$APP/smoke.ts"
+# The README's first example, as a user pastes it (it imports the package by name).
+awk '/^```ts$/ && !done { grab = 1; next } grab && /^```$/ { grab = 0; done = 1 } grab' README.md >"$APP/readme_first.ts"
+grep -q 'from "multi-tensor-copier"' "$APP/readme_first.ts" || fail "the README's first example does not import multi-tensor-copier"
 sed 's|from "multi-tensor-copier"|from "npm:multi-tensor-copier"|' tests/package/smoke.ts >"$APP/smoke_npm.ts"
 [ -d "$APP/node_modules/$NAME/dist" ] || fail "no node_modules/$NAME/dist after install"
 ls "$APP/node_modules"
@@ -104,6 +116,12 @@ step "Deno (node_modules, bare specifier): copy to cuda:0 and back (emulated dri
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
+step "the README's first example, Bun and Deno: no driver (says why, copies to cpu), then the emulated driver"
+expect_output "no CUDA device (could not load the CUDA driver /nonexistent/libcuda.so.1" \
+  env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUN" readme_first.ts
+expect_output "cpu [ 30, 4 ] cam1" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "${DENO_RUN[@]}" readme_first.ts
+expect_output "cuda:0 [ 30, 4 ] cam1" env MTC_CUDA_DRIVER="$FAKE" "$BUN" readme_first.ts
+expect_output "cuda:0 [ 30, 4 ] cam1" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" readme_first.ts
 step "Deno without --allow-ffi: the error says which flag"
 expect_output "run deno with --allow-ffi" "$DENO" run --no-prompt smoke.ts --expect-error "Requires ffi access"
 
@@ -134,8 +152,12 @@ printf '%s\n' '{ "compilerOptions": { "target": "ESNext", "module": "NodeNext", 
   >tsconfig.json
 "$TSC" -p tsconfig.json || fail "tsc on the consumer (NodeNext resolution)"
 "$TSC" -p tsconfig.json --module ESNext --moduleResolution bundler || fail "tsc on the consumer (bundler resolution)"
-"$DENO" check smoke.ts smoke_npm.ts || fail "deno check on the consumer"
-echo "tsc (NodeNext, bundler) and deno check: clean"
+# The README's example uses console, so it gets the DOM's declarations of it.
+printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESNext", "DOM"] }, "files": ["readme_first.ts"] }' \
+  >tsconfig.readme.json
+"$TSC" -p tsconfig.readme.json || fail "tsc on the README's first example"
+"$DENO" check smoke.ts smoke_npm.ts readme_first.ts || fail "deno check on the consumer"
+echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
 
 cd "$ROOT"
 step "version unit tests under Bun and Deno"

@@ -4,7 +4,7 @@
 //
 //   smoke.ts                      copy to "cpu", and to "cuda:0" and back where a driver is found
 //   smoke.ts --expect-error TEXT  the first use must throw MtcError whose message includes TEXT
-import { cudaDeviceCount, DeviceTensor, disposeAll, hasKernels, libraryVersion, MtcError, startCopy, Tensor } from "multi-tensor-copier";
+import { cudaDeviceCount, cudaUnavailableReason, DeviceTensor, disposeAll, hasKernels, libraryVersion, MtcError, startCopy, Tensor } from "multi-tensor-copier";
 
 // Runtime globals through one cast: the consumer's type check runs with no
 // runtime's types (no bun-types, no DOM), to show the declarations need none.
@@ -65,6 +65,8 @@ try {
 } catch (e) {
   fail(`cudaDeviceCount threw ${String(e)}`);
 }
+const why = cudaUnavailableReason();
+check(devices > 0 ? why === undefined : typeof why === "string" && why.length > 0, `cudaUnavailableReason() with ${devices} devices: ${why}`);
 if (devices > 0) {
   const handle = startCopy(batch, "cuda:0");
   const onGpu = await handle;
@@ -81,5 +83,5 @@ if (devices > 0) {
   handle.dispose();
   console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}, kernels ${hasKernels()}: cpu and cuda:0 round trip ok (${devices} device(s))`);
 } else {
-  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}, kernels ${hasKernels()}: cpu copy ok (no CUDA device)`);
+  console.log(`smoke (${runtimeName}): libmtc ${libraryVersion()}, kernels ${hasKernels()}: cpu copy ok (no CUDA device: ${why})`);
 }

@@ -14,7 +14,7 @@ export const driverPath: string | undefined = env("MTC_CUDA_DRIVER") || undefine
 
 /** Why the emulated-driver tests are skipped, or undefined when they run. */
 export const skipWithoutDriver: string | undefined = driverPath === undefined
-  ? "MTC_CUDA_DRIVER is not set (point it at zig-out/lib/libfakecuda.so)"
+  ? "MTC_CUDA_DRIVER is not set (`npm run test:one -- FILE [bun|deno]` points it at zig-out/lib/libfakecuda.so)"
   : undefined;
 
 if (skipWithoutDriver !== undefined) note(`emulated-driver tests skipped: ${skipWithoutDriver}`);

@@ -13,7 +13,7 @@ import { assertPoolsBack, checkBytes, collectUntil, poolDrift, poolMark, Tally }
 
 const tally = new Tally("gc");
 const skip = skipWithoutDriver ??
-  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc)" : undefined) ??
+  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc, as `npm run test:one` does)" : undefined) ??
   (fakeDriver() === null ? "needs libfakecuda's hooks (copy delay)" : undefined);
 if (skip !== undefined) note(`gc tests skipped: ${skip}`);
 

@@ -15,7 +15,7 @@ import { runScript, type ScriptResult } from "./fixtures/spawn.ts";
 
 const tally = new Tally("load");
 const skip = skipWithoutDriver ??
-  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc)" : undefined) ??
+  (!canCollectGarbage() ? "cannot force garbage collection (Deno: run with --v8-flags=--expose-gc, as `npm run test:one` does)" : undefined) ??
   (fakeDriver() === null ? "needs libfakecuda's hooks (copy delay)" : undefined);
 if (skip !== undefined) note(`load tests skipped: ${skip}`);
 
@@ -229,7 +229,8 @@ const CHILD_DELAY_US: Record<string, number> = {
 };
 
 function runChild(mode: string, fixture = FIXTURE): Promise<ScriptResult> {
-  return runScript(fixture, [mode], { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "" });
+  // The emulated driver's lines on the child's own stderr, where the test looks for them.
+  return runScript(fixture, [mode], { FAKE_CUDA_COPY_DELAY_US: String(CHILD_DELAY_US[mode]), FAKE_CUDA_QUIET: "", FAKE_CUDA_LOG: "" });
 }
 
 const CHILD_DOES: Record<string, string> = {
