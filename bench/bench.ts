@@ -15,6 +15,8 @@
  * S3  10,000 leaves of 4 to 256 bytes → cuda:0
  * S4  the example batch already on cuda:0 → cpu
  * S5  1,000 example batches through prefetch (depth 2) → cuda:0: batches per second
+ * S7  mixed, pageable → cuda:0: 4 point clouds of 1.5–2 MB, their 4 label arrays of
+ *     100–130 KB and 40 small arrays each of 40–400 bytes (168 leaves; effective GB/s)
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -49,11 +51,11 @@ interface ScenarioResult {
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S7", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 
-  --runs N     timed runs of S1 and S4 (default 200; fewer for S2, S3)
+  --runs N     timed runs of S1 and S4 (default 200; fewer for S2, S3, S7)
   --only LIST  the scenarios to run, of ${SCENARIOS.join(", ")} (default: all but P1)
   --json FILE  also write the results as JSON
   --pools      also run P1, the pools' steady state`,
@@ -88,6 +90,16 @@ if (wanted("S3")) {
   const random = seededRandom(3);
   const tiny = Array.from({ length: 10_000 }, (_, i) => randomFloats(1 + Math.floor(random() * 64), i));
   results.push(await hostToDevice("S3", "10,000 leaves of 4–256 bytes → cuda:0", tiny, tiny, Math.max(20, Math.floor(runs / 4)), false));
+}
+if (wanted("S7")) {
+  const random = seededRandom(7);
+  const mixed = Array.from({ length: 4 }, (_, i) => ({
+    points: randomFloats((1_500_000 + Math.floor(random() * 500_000)) >> 2, 200 + i),
+    labels: randomFloats((100_000 + Math.floor(random() * 30_000)) >> 2, 300 + i),
+    extras: Array.from({ length: 40 }, (_, k) => randomFloats((40 + Math.floor(random() * 361)) >> 2, 1000 * i + k)),
+  }));
+  const leaves = mixed.flatMap((m) => [m.points, m.labels, ...m.extras]);
+  results.push(await hostToDevice("S7", "mixed: 4 × ~2 MB, 4 × ~120 KB, 160 small, pageable → cuda:0", leaves, mixed, Math.max(20, Math.floor(runs / 4)), false));
 }
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
@@ -346,7 +358,7 @@ function printTable(rows: ScenarioResult[], title = "results"): void {
         `${series(r.library).padEnd(27)} ${us(r.naive.median).padStart(12)}  ${us(r.floor.median).padStart(9)}  ` +
         `${(r.library.median / r.naive.median).toFixed(3).padStart(12)}  ${(r.library.median / r.floor.median).toFixed(2).padStart(12)}`,
     );
-    if (r.id === "S2") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
+    if (r.id === "S2" || r.id === "S7") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
     for (const [name, s] of Object.entries(r.extra)) {
       console.log(`          ${name}: ${name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : series(s)}`);
     }
