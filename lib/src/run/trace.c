@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/spin.h"
 #include "cuda/driver.h"
 
 typedef struct span {
@@ -55,6 +56,7 @@ static void look(mtc_trace *trace, int wait) {
     if (s->done == NULL) continue;
     CUresult r;
     while ((r = cu->cuEventQuery(s->done)) == CUDA_ERROR_NOT_READY && wait) {
+      mtc_cpu_relax();
     }
     if (r == CUDA_ERROR_NOT_READY) return;
     s->done_ns = mtc_clock_ns();
