@@ -17,6 +17,9 @@ import { ownedCopy } from "./host_output.ts";
  */
 export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 
+/** @internal The shape the constructor was given (frozen), to tell a reassigned `shape` field. */
+export let constructedDeviceShape: (tensor: DeviceTensor) => readonly number[];
+
 /**
  * A tensor in CUDA device memory, made by {@link startCopy}. It holds a
  * share of the device allocation ("block") it lives in; packed tensors share
@@ -33,7 +36,7 @@ export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 export class DeviceTensor {
   /** The device pointer (CUdeviceptr) of the first element; 0 for an empty tensor. */
   readonly address: number;
-  /** Extent of each dimension (row-major, dense). */
+  /** Extent of each dimension (row-major, dense). Frozen, and shared with the source's shape. */
   readonly shape: readonly number[];
   /** The element type. */
   readonly dtype: DType;
@@ -51,10 +54,12 @@ export class DeviceTensor {
   readonly packed: boolean;
   #holder: BlockHolder | null;
   #disposed = false;
+  #shape: readonly number[];
 
   /**
    * @internal Made by startCopy (positional: results come by the hundred).
-   * The holder share is the caller's, now owned by this tensor.
+   * `shape` must be frozen (frozenShape). The holder share is the caller's,
+   * now owned by this tensor.
    */
   constructor(
     address: number,
@@ -68,9 +73,8 @@ export class DeviceTensor {
     holder: BlockHolder | null,
   ) {
     this.address = address;
-    // Shared with the source Tensor or fresh; read-only by type, not frozen,
-    // since Object.freeze costs ~1 µs a tensor in Bun.
-    this.shape = shape;
+    // Frozen by whoever made it (the source Tensor's, or a cached [n]).
+    this.shape = this.#shape = shape;
     this.dtype = dtype;
     this.deviceIndex = device;
     this.device = deviceName(device);
@@ -90,6 +94,7 @@ export class DeviceTensor {
 
   static {
     holderOf = (tensor) => tensor.#holder;
+    constructedDeviceShape = (tensor) => tensor.#shape;
   }
 
   /**

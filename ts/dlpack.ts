@@ -18,6 +18,7 @@ import { DeviceTensor, holderOf } from "./device_tensor.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage } from "./dtype.ts";
 import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
 import { library, requireSymbol } from "./ffi/library.ts";
+import { frozenShape } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
 
 // DLDataTypeCode values (dlpack.h).
@@ -220,7 +221,7 @@ export function fromDLPack(address: number | bigint): DeviceTensor | Tensor {
   const ndim = view.getInt32(AT_NDIM, true);
   const dims = new BigInt64Array(ndim);
   lib.backend.copyFromAddress(Number(view.getBigUint64(AT_SHAPE, true)), new Uint8Array(dims.buffer));
-  const shape = Array.from(dims, (n) => Number(n));
+  const shape = frozenShape(Array.from(dims, (n) => Number(n)));
 
   const data = Number(leafView.getBigUint64(LEAF_ADDRESS, true));
   const bytes = Number(leafView.getBigUint64(LEAF_BYTE_COUNT, true));

@@ -100,6 +100,10 @@ for (const kind of Object.keys(NATURAL_DTYPE)) {
   if (constructor !== undefined) KIND_BY_CONSTRUCTOR.set(constructor, kind);
 }
 
+/** Typed array constructors of this runtime → the dtype a bare array of that kind stands for. */
+const DTYPE_BY_CONSTRUCTOR = new Map<unknown, DType>();
+for (const [constructor, kind] of KIND_BY_CONSTRUCTOR) DTYPE_BY_CONSTRUCTOR.set(constructor, NATURAL_DTYPE[kind]!);
+
 /** Which typed array kinds may hold each dtype (first: the one outputs use). */
 const STORAGE: Readonly<Record<DType, readonly string[]>> = {
   bool: ["Uint8Array", "Uint8ClampedArray"],
@@ -151,7 +155,7 @@ export function isTypedArray(value: unknown): value is TypedArray {
  * ```
  */
 export function dtypeOf(array: TypedArray): DType {
-  const dtype = NATURAL_DTYPE[typedArrayKind(array) ?? ""];
+  const dtype = DTYPE_BY_CONSTRUCTOR.get(array.constructor) ?? NATURAL_DTYPE[typedArrayKind(array) ?? ""];
   if (dtype === undefined) throw new TypeError("not a typed array");
   return dtype;
 }

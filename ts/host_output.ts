@@ -69,18 +69,19 @@ export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, by
 }
 
 /**
- * The leaf `byteOffset` bytes into `buffer`: a typed array view (1-D,
- * natural dtype) or a Tensor over one. Copies out only in the unexpected
- * case of an offset misaligned for the element type.
+ * The leaf `byteOffset` bytes into `buffer`: `length` elements of `dtype`,
+ * as a typed array view (1-D, natural dtype) or a Tensor over one with
+ * `shape` (frozen). Copies out only in the unexpected case of an offset
+ * misaligned for the element type.
  */
 export function hostLeafView(
   buffer: ArrayBuffer,
   byteOffset: number,
   dtype: DType,
   shape: readonly number[],
+  length: number,
   natural: boolean,
 ): TypedArray | Tensor {
-  const length = elementCount(shape);
   let data = viewStorage(dtype, buffer, byteOffset, length);
   if (data === null) {
     // Misaligned: a JS-owned copy (the block is released with the buffer).
@@ -88,12 +89,6 @@ export function hostLeafView(
   }
   if (natural && shape.length === 1) return data;
   return trustedTensor(data, shape, dtype);
-}
-
-function elementCount(shape: readonly number[]): number {
-  let count = 1;
-  for (const extent of shape) count *= extent;
-  return count;
 }
 
 /**
@@ -205,5 +200,6 @@ export function ownedCopy(leaf: TypedArray | Tensor): TypedArray | Tensor {
   const data = leaf instanceof Tensor ? leaf.data : leaf;
   const copy = (data as Uint8Array).slice() as unknown as TypedArray;
   releasePinned(data);
-  return leaf instanceof Tensor ? new Tensor(copy, leaf.shape, leaf.dtype) : copy;
+  // The output's shape is frozen already (made by a copy): shared as it is.
+  return leaf instanceof Tensor ? trustedTensor(copy, leaf.shape, leaf.dtype) : copy;
 }

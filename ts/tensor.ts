@@ -15,6 +15,16 @@ import {
   typedArrayKind,
 } from "./dtype.ts";
 import { invalidArgument } from "./errors.ts";
+import { frozenShape } from "./shape.ts";
+
+/**
+ * @internal The shape a Tensor's constructor froze, or undefined for an
+ * object that only claims to be a Tensor (made with Object.create). A copy
+ * compares it with `shape` to tell a reassigned or forged field.
+ */
+export let constructedShape: (tensor: Tensor) => readonly number[] | undefined;
+/** @internal The element count the constructor found (with {@link constructedShape}). */
+export let constructedSize: (tensor: Tensor) => number;
 
 /**
  * A dense, row-major tensor in host memory: `data` holds exactly
@@ -33,12 +43,17 @@ import { invalidArgument } from "./errors.ts";
 export class Tensor {
   /** The elements, row-major. The copy reads exactly these bytes. */
   readonly data: TypedArray;
-  /** Extent of each dimension; [] is a scalar (one element). */
+  /**
+   * Extent of each dimension; [] is a scalar (one element). Frozen: tensors
+   * of one shape may share the array, and copies share it with their source.
+   */
   readonly shape: readonly number[];
   /** The element type. */
   readonly dtype: DType;
   /** Number of elements (the product of the shape), fixed at construction. */
   readonly size: number;
+  #shape: readonly number[];
+  #size: number;
 
   /**
    * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
@@ -48,11 +63,11 @@ export class Tensor {
   constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
     if (trusting) {
       // Made by a copy from data it laid out itself: nothing to check, and
-      // the shape is the source's own read-only array. Same fields, same order.
+      // the shape is the source's own frozen array. Same fields, same order.
       this.data = data;
-      this.shape = shape;
+      this.shape = this.#shape = shape;
       this.dtype = dtype!;
-      this.size = data.length;
+      this.size = this.#size = data.length;
       return;
     }
     const kind = typedArrayKind(data);
@@ -71,6 +86,7 @@ export class Tensor {
     if (!Array.isArray(shape)) {
       throw invalidArgument(`Tensor shape must be an array of integers, got ${describe(shape)}`);
     }
+    shape = shape.slice(); // each extent read once: what is checked is what is kept
     let count = 1;
     for (const extent of shape) {
       if (!Number.isSafeInteger(extent) || extent < 0) {
@@ -84,11 +100,15 @@ export class Tensor {
       );
     }
     this.data = data;
-    // A private copy, read-only by type. Not frozen: JavaScriptCore (Bun) walks
-    // frozen arrays on a slow path, and copies read every tensor's shape.
-    this.shape = shape.slice();
+    // Frozen once here, so that copies can share it without copying it.
+    this.shape = this.#shape = frozenShape(shape);
     this.dtype = resolved;
-    this.size = count;
+    this.size = this.#size = count;
+  }
+
+  static {
+    constructedShape = (tensor) => (#shape in tensor ? tensor.#shape : undefined);
+    constructedSize = (tensor) => tensor.#size;
   }
 
   /** Bytes the tensor occupies (elements × element size). */
@@ -102,8 +122,8 @@ let trusting = false;
 
 /**
  * @internal A Tensor made by the library from storage it made to fit `shape`
- * and `dtype` (a copy's host outputs, by the hundred): the checks and the
- * shape copy of the public constructor are skipped.
+ * (frozen) and `dtype` (a copy's host outputs, by the hundred): the checks
+ * and the shape copy of the public constructor are skipped.
  */
 export function trustedTensor(data: TypedArray, shape: readonly number[], dtype: DType): Tensor {
   trusting = true;

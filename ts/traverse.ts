@@ -9,7 +9,7 @@
 
 import { DEVICE_CPU } from "./device.ts";
 import { DeviceTensor } from "./device_tensor.ts";
-import { typedArrayKind, type TypedArray } from "./dtype.ts";
+import { type DType, typedArrayKind, type TypedArray } from "./dtype.ts";
 import { invalidArgument } from "./errors.ts";
 import { Tensor } from "./tensor.ts";
 
@@ -56,6 +56,16 @@ export interface Traversal {
   readonly keys: unknown[];
   /** Tensor leaves placed as they are, already on the target (not listed). */
   reused: number;
+  // Set by writeLeaves, which reads each leaf once: what the copy reads and
+  // what its results say (one entry per listed leaf).
+  /** The dtype of leaf i. */
+  dtypes: DType[];
+  /** The frozen shape of leaf i; null for a bare typed array ([bytes / element size]). */
+  shapes: (readonly number[] | null)[];
+  /** The bytes copied of leaf i. */
+  bytes: number[];
+  /** The host view the copy reads for leaf i (a Tensor's data as read, or a snapshot); unset for DeviceTensors. */
+  views: (TypedArray | undefined)[];
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
@@ -119,7 +129,7 @@ const SCAN_DEPTH = 16;
  * path for a cycle and for a DeviceTensor that was disposed.
  */
 export function traverse(data: unknown, target: number): Traversal {
-  const t: Traversal = { root: [undefined], leaves: [], nodes: [], keys: [], reused: 0 };
+  const t: Traversal = { root: [undefined], leaves: [], nodes: [], keys: [], reused: 0, dtypes: [], shapes: [], bytes: [], views: [] };
   const stack: Frame[] = [];
   // Inputs of frames at depth >= SCAN_DEPTH (the rare deep nesting); shallower ones are scanned.
   const deep = new Map<object, Frame>();

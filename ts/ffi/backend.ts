@@ -37,9 +37,11 @@ export interface FfiBackend {
   open(path: string, table: Readonly<Record<string, SymbolSpec>>): OpenedLibrary;
   /**
    * The address of a typed array's first byte (byteOffset included). The
-   * caller keeps the view alive while C may read it.
+   * caller keeps the view alive while C may read it. `bufferRead`: the
+   * caller has just read `view.buffer` (which pins a Bun view's storage), so
+   * the backend need not.
    */
-  pointerOf(view: ArrayBufferView): number;
+  pointerOf(view: ArrayBufferView, bufferRead?: boolean): number;
   /** Copies `into.byteLength` bytes from host memory at `address` into `into`. */
   copyFromAddress(address: number, into: Uint8Array): void;
   /**

@@ -141,11 +141,11 @@ export const bunBackend: FfiBackend = {
     };
   },
 
-  pointerOf(view: ArrayBufferView): number {
+  pointerOf(view: ArrayBufferView, bufferRead = false): number {
     if (view.byteLength === 0) return 0;
     // Touching .buffer moves a small typed array's storage out of the GC heap,
     // so the address stays valid for as long as the view is alive.
-    void view.buffer;
+    if (!bufferRead) void view.buffer;
     return bunFfi().ptr(view);
   },
 

@@ -1,0 +1,118 @@
+/**
+ * What a copy holds while it has a C plan, how the plan is released (also
+ * when its handle is dropped), and the exit hook that stops every plan of
+ * this runtime from reading host memory before that memory goes away.
+ *
+ * @module
+ */
+
+import type { BlockHolder } from "./block.ts";
+import { MtcError, statusName } from "./errors.ts";
+import { library, type MtcLibrary } from "./ffi/library.ts";
+import type { NativeSymbols } from "./ffi/symbols.ts";
+import { Status } from "./errors.ts";
+import { PLAN_STATS_SIZE } from "./plan_stats.ts";
+import { onExit } from "./runtime.ts";
+import { leafPath, type Traversal } from "./traverse.ts";
+
+/** What a handle holds while it has a C plan; also the finalizer's held value (never the handle). */
+export interface PlanRecord {
+  plan: number;
+  /** The inputs (its leaves and held views) and what the results will say. */
+  traversal: Traversal | null;
+  /** Block shares of DeviceTensor sources, dropped once the copy is done. */
+  shares: BlockHolder[];
+}
+
+const TWO_32 = 4294967296;
+
+/** A 64-bit value from two little-endian words. */
+export function u64At(words: Uint32Array, index: number): number {
+  return words[index]! + words[index + 1]! * TWO_32;
+}
+
+/** The plan's error as an MtcError, with the path of the leaf it names. */
+export function planError(sym: NativeSymbols, plan: number, status: number, t: Traversal): MtcError {
+  const message = sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status);
+  const leaf = sym.mtc_plan_error_leaf(plan);
+  const path = leaf >= 0 && leaf < t.leaves.length ? leafPath(t, leaf) : undefined;
+  return new MtcError(status, message, { path });
+}
+
+const statsBytes = new Uint8Array(PLAN_STATS_SIZE);
+new DataView(statsBytes.buffer).setUint32(0, PLAN_STATS_SIZE, true); // struct_size, kept: C only writes the rest
+
+/** The plan's mtc_plan_stats now, as a fresh copy of the bytes (null where libmtc lacks the call). */
+export function snapshotStats(plan: number): Uint8Array | null {
+  const getStats = library().symbols.mtc_plan_get_stats;
+  if (getStats === undefined) return null;
+  return getStats(plan, statsBytes) === Status.MTC_OK ? statsBytes.slice() : null;
+}
+
+/** Records whose C plan is not released yet: the exit hook stops their reads. */
+const livePlans = new Set<PlanRecord>();
+
+/** Notes a new plan (and installs the exit hook with the first one). */
+export function addRecord(lib: MtcLibrary, record: PlanRecord): void {
+  livePlans.add(record);
+  if (!exitHookSet) setExitHook(lib);
+}
+
+/** Releases the C plan (waiting for a copy in flight) and drops what the record held. */
+export function releaseRecord(record: PlanRecord): void {
+  livePlans.delete(record);
+  // mtc_plan_release waits for a copy in flight, then frees outputs nobody retained.
+  library().symbols.mtc_plan_release(record.plan);
+  record.plan = 0;
+  record.traversal = null;
+  for (const holder of record.shares) holder.drop();
+  record.shares = [];
+}
+
+/**
+ * Backstop for handles dropped without get() or dispose(). The record holds
+ * the inputs strongly, so they outlive the copy that reads them.
+ */
+export const planRegistry = new FinalizationRegistry<PlanRecord>((record) => releaseWhenDone(record, 1));
+
+/**
+ * Releases a dropped handle's plan once its copy is over. mtc_plan_release
+ * would wait for a copy in flight and stall the event loop that long, so
+ * the release is retried on a timer that does not keep the process alive.
+ */
+function releaseWhenDone(record: PlanRecord, delayMs: number): void {
+  if (record.plan === 0) return;
+  if (library().symbols.mtc_plan_poll(record.plan) === Status.MTC_IN_PROGRESS) {
+    unrefTimer(setTimeout(() => releaseWhenDone(record, Math.min(delayMs * 2, 100)), delayMs));
+    return;
+  }
+  releaseRecord(record);
+}
+
+/** Lets a timer not keep the process alive (Bun: timer.unref(); Deno: Deno.unrefTimer). */
+function unrefTimer(timer: unknown): void {
+  const deno = (globalThis as unknown as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
+  if (deno?.unrefTimer !== undefined) deno.unrefTimer(timer as number);
+  else (timer as { unref?: () => void }).unref?.();
+}
+
+/**
+ * When this runtime (or this Deno worker) goes away it frees its JavaScript
+ * memory while copies may still be in flight, and the background thread may
+ * still be reading a leaf to stage it. The exit hook stops the reads of every
+ * plan of this runtime first (mtc_plan_stop_reading, waiting up to
+ * EXIT_WAIT_MS for a read in progress); copies already staged go on. Plans of
+ * other workers are left alone. onExit says which runtime events run it;
+ * libmtc itself stops every plan's reads when the process calls exit().
+ */
+const EXIT_WAIT_MS = 10_000;
+let exitHookSet = false;
+
+function setExitHook(lib: MtcLibrary): void {
+  exitHookSet = true;
+  const stop = lib.symbols.mtc_plan_stop_reading;
+  if (stop === undefined) return;
+  onExit(() => {
+    for (const record of livePlans) stop(record.plan, EXIT_WAIT_MS);
+  });
+}

@@ -1,0 +1,155 @@
+/**
+ * A finished copy's results, read with one FFI call and turned into the
+ * output batch: DeviceTensors for device targets, views of pinned host
+ * blocks for "cpu". Everything a result says about itself (dtype, shape,
+ * bytes) was fixed when startCopy described the leaf (Traversal); the
+ * inputs are not read again.
+ *
+ * @module
+ */
+
+import { BlockHolder } from "./block.ts";
+import { DEVICE_CPU } from "./device.ts";
+import { DeviceTensor } from "./device_tensor.ts";
+import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "./dtype.ts";
+import type { MtcLibrary } from "./ffi/library.ts";
+import { hostLeafView, pinnedBuffer } from "./host_output.ts";
+import { planError, u64At } from "./plan_record.ts";
+import { vectorShape } from "./shape.ts";
+import { Status } from "./errors.ts";
+import { trustedTensor } from "./tensor.ts";
+import { place, type Traversal } from "./traverse.ts";
+import type { HostLeaf } from "./copy.ts";
+
+const RESULT_WORDS = 8; // sizeof(mtc_leaf_result) / 4
+const RESULT_REUSED = 1;
+const RESULT_PACKED = 2;
+
+/**
+ * The result buffer, reused from copy to copy. Results are read
+ * synchronously, but building them may run a caller's code (a patched
+ * Map.prototype.set) that collects another copy: that one gets its own.
+ */
+let spare: Uint32Array | null = new Uint32Array(64 * RESULT_WORDS);
+
+function capacityFor(count: number): number {
+  let n = 64;
+  while (n < count) n *= 2;
+  return n;
+}
+
+/**
+ * Builds the output of a finished plan (`t.root[0]`): reads every leaf's
+ * result with one mtc_plan_results call, retains each distinct block once.
+ */
+export function collectResults(lib: MtcLibrary, plan: number, t: Traversal, target: number): unknown {
+  const count = t.leaves.length;
+  let words = spare ?? new Uint32Array(capacityFor(count) * RESULT_WORDS);
+  spare = null;
+  if (words.length < count * RESULT_WORDS) words = new Uint32Array(capacityFor(count) * RESULT_WORDS);
+  try {
+    const status = lib.symbols.mtc_plan_results(plan, 0, count, words);
+    if (status !== Status.MTC_OK) throw planError(lib.symbols, plan, status, t);
+    if (target === DEVICE_CPU) collectHost(lib, t, words);
+    else collectDevice(t, words);
+  } finally {
+    spare = words;
+  }
+  return t.root[0];
+}
+
+/** Leaf i's shape as the copy fixed it. */
+function shapeOf(t: Traversal, i: number, dtype: DType): readonly number[] {
+  return t.shapes[i] ?? vectorShape(t.bytes[i]! / DTYPE_SIZE[dtype]);
+}
+
+/** Device targets: one DeviceTensor per leaf, one BlockHolder (one mtc_block_retain) per distinct block. */
+function collectDevice(t: Traversal, words: Uint32Array): void {
+  const count = t.leaves.length;
+  const holders = new Map<number, BlockHolder>();
+  for (let i = 0; i < count; i++) {
+    const at = i * RESULT_WORDS;
+    const flags = words[at + 7]!;
+    if ((flags & RESULT_REUSED) !== 0) {
+      place(t, i, t.leaves[i]);
+      continue;
+    }
+    const block = u64At(words, at + 2);
+    let holder: BlockHolder | null = null;
+    if (block !== 0) {
+      holder = holders.get(block) ?? null;
+      if (holder === null) {
+        holder = new BlockHolder(block); // mtc_block_retain, once per distinct block
+        holders.set(block, holder);
+      }
+      holder.acquire();
+    }
+    const dtype = t.dtypes[i]!;
+    const output = new DeviceTensor(
+      u64At(words, at),
+      shapeOf(t, i, dtype),
+      dtype,
+      words[at + 6]! | 0,
+      t.bytes[i]!,
+      block,
+      u64At(words, at + 4),
+      (flags & RESULT_PACKED) !== 0,
+      holder,
+    );
+    place(t, i, output);
+  }
+}
+
+/** Where leaves landed in one pinned host block: its start and the bytes they span. */
+interface HostSpan {
+  base: number;
+  end: number;
+  buffer: ArrayBuffer | null;
+}
+
+/** A zero-byte device→host result: an empty array of the leaf's kind. */
+function emptyHostOutput(dtype: DType, shape: readonly number[]): HostLeaf {
+  const data = allocateStorage(dtype, 0);
+  if (shape.length === 1 && isNaturalDType(dtype)) return data;
+  return trustedTensor(data, shape, dtype);
+}
+
+/**
+ * Host target: every leaf becomes a view into one ArrayBuffer per pinned
+ * block (covering the leaves in it); each buffer holds one C reference to
+ * its block (see host_output.ts). No bytes are copied.
+ */
+function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
+  const count = t.leaves.length;
+  const spans = new Map<number, HostSpan>();
+  for (let i = 0; i < count; i++) {
+    const at = i * RESULT_WORDS;
+    if ((words[at + 7]! & RESULT_REUSED) !== 0) continue;
+    const block = u64At(words, at + 2);
+    if (block === 0) continue;
+    const offset = u64At(words, at + 4);
+    const end = offset + t.bytes[i]!;
+    const span = spans.get(block);
+    if (span === undefined) spans.set(block, { base: u64At(words, at) - offset, end, buffer: null });
+    else if (end > span.end) span.end = end;
+  }
+  for (const [block, span] of spans) span.buffer = pinnedBuffer(lib, block, span.base, span.end);
+  for (let i = 0; i < count; i++) {
+    const at = i * RESULT_WORDS;
+    if ((words[at + 7]! & RESULT_REUSED) !== 0) {
+      place(t, i, t.leaves[i]);
+      continue;
+    }
+    const dtype = t.dtypes[i]!;
+    const shape = shapeOf(t, i, dtype);
+    const block = u64At(words, at + 2);
+    if (block === 0) {
+      place(t, i, emptyHostOutput(dtype, shape));
+      continue;
+    }
+    const span = spans.get(block)!;
+    const offset = u64At(words, at) - span.base;
+    const length = t.bytes[i]! / DTYPE_SIZE[dtype];
+    place(t, i, hostLeafView(span.buffer!, offset, dtype, shape, length, isNaturalDType(dtype)));
+  }
+}
