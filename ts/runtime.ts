@@ -61,14 +61,34 @@ export function platform(): string {
 }
 
 /**
- * Runs `fn` when this runtime is about to go away, while JavaScript still
- * runs and its memory is still there: Bun's `process.on("exit")` (an
- * explicit `process.exit()` too), Deno's "unload" event (the end of the
- * script or of the worker, and `Deno.exit()`).
+ * Runs `fn` when this runtime may be about to free its memory, while
+ * JavaScript still runs and that memory is still there. No single event
+ * covers every way out, so several are listened to:
+ *
+ * - Bun: `process.on("exit")`, which Bun emits at the end of the script, on
+ *   `process.exit()`, and after printing an uncaught error or an unhandled
+ *   rejection.
+ * - Deno: "unload" (the end of the script or of a worker, `Deno.exit()`,
+ *   `process.exit()`), and "error" and "unhandledrejection" on globalThis:
+ *   an uncaught error or rejection ends the script WITHOUT "unload", and
+ *   Deno frees the heap before the process exits. These two listeners never
+ *   call preventDefault, so the error is printed and the exit code stays 1;
+ *   an event a listener before this one prevented (the script goes on) is
+ *   left alone.
+ *
+ * A signal with no handler ends the process at once, freeing nothing first;
+ * a handler that exits goes through the events above. libmtc's own exit
+ * handler (at exit() and quick_exit()) is the last layer.
  */
 export function onExit(fn: () => void): void {
   if (runtime === "deno") {
-    (globalThis as unknown as { addEventListener(type: string, fn: () => void): void }).addEventListener("unload", fn);
+    const target = globalThis as unknown as { addEventListener(type: string, fn: (e: Event) => void): void };
+    target.addEventListener("unload", fn);
+    const unlessPrevented = (e: Event) => {
+      if (!e.defaultPrevented) fn();
+    };
+    target.addEventListener("error", unlessPrevented);
+    target.addEventListener("unhandledrejection", unlessPrevented);
   } else {
     (g.process as unknown as { on?(event: string, fn: () => void): void } | undefined)?.on?.("exit", fn);
   }
