@@ -63,11 +63,11 @@ class DLManagedTensorVersioned(ctypes.Structure):
                 ("flags", c_u64), ("dl_tensor", DLTensor)]
 
 
-class Stats(ctypes.Structure):  # mtc_stats, 80 bytes
+class Stats(ctypes.Structure):  # the first 80 bytes of mtc_stats (the 0.1 size, still accepted)
     _fields_ = [("struct_size", c_u32), ("staging_threads", c_u32), ("plans_live", c_u64), ("blocks_live", c_u64),
                 ("device_bytes_live", c_u64), ("host_bytes_live", c_u64), ("pinned_bytes_cached", c_u64),
                 ("pinned_bytes_in_use", c_u64), ("pinned_allocations", c_u64), ("pinned_reuses", c_u64),
-                ("reserved0", c_u64)]
+                ("pinned_limit_bytes", c_u64)]
 
 
 assert ctypes.sizeof(Stats) == 80

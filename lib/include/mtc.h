@@ -31,6 +31,19 @@
  *    Blocks may be retained and released from any thread.
  *  - Structs passed in are size-prefixed (first field struct_size) and only
  *    grow at the end, so older callers keep working.
+ *  - A call that a plan rejects for misuse (MTC_ERR_INVALID_STATE, such as a
+ *    second submit, or MTC_ERR_INVALID_ARGUMENT) returns its status with its
+ *    message in mtc_last_error(). A plan that has failed keeps the error
+ *    that ended it: poll and wait go on reporting that status, and
+ *    mtc_plan_last_error() its message.
+ *  - Misuse the library cannot detect is undefined behavior, as with free():
+ *    each function says which. In short: a handle (plan, block, event) used
+ *    after its last release, released more often than it was retained or
+ *    created, or used from two threads at once where that is not allowed;
+ *    out-parameters and arrays smaller than the call says; leaf memory that
+ *    is freed, unmapped or changed while the copy reads it. Such a program
+ *    may read freed memory, crash, or abort (glibc's "double free
+ *    detected").
  */
 #ifndef MTC_H
 #define MTC_H
@@ -206,13 +219,16 @@ typedef struct mtc_block_info {
   uint32_t reserved0;
 } mtc_block_info;
 
-/* Adds a reference to block. NULL is ignored. Any thread. */
+/* Adds a reference to block. NULL is ignored. Any thread. Undefined: a
+ * block whose last reference is gone. */
 MTC_API void mtc_block_retain(mtc_block *block);
 
 /* Drops a reference; the last one frees the memory (device memory in stream
  * order on the library's copy stream for that device). NULL is ignored. Any
  * thread. Work that reads the block must be finished, or ordered before
- * the library's next copy, when the last reference goes. */
+ * the library's next copy, when the last reference goes. Undefined: more
+ * releases than references (the plan's own reference is the plan's to
+ * drop), and any use of the block or its memory after the last one. */
 MTC_API void mtc_block_release(mtc_block *block);
 
 /* Drops a reference to the block passed as `block`; `bytes` is ignored.
@@ -258,19 +274,27 @@ typedef struct mtc_leaf_result {
  * CUDA ordinal). options may be NULL for the defaults. Returns
  * MTC_ERR_INVALID_ARGUMENT for options out of range, MTC_ERR_NO_DRIVER or
  * MTC_ERR_NO_DEVICE for a CUDA target that cannot be served; then
- * *out_plan is NULL and mtc_last_error() says why. */
+ * *out_plan is NULL and mtc_last_error() says why. Every plan created must
+ * be released once (mtc_plan_release). */
 MTC_API mtc_status mtc_plan_create(int32_t target_device,
                                    const mtc_options *options,
                                    mtc_plan **out_plan);
 
 /* Appends one leaf; its index (0, 1, ...) is written to *out_index when
- * out_index is not NULL. Only before submit. The memory the leaf describes
- * must stay valid and unchanged until the copy has finished. */
+ * out_index is not NULL. Only before submit (MTC_ERR_INVALID_STATE after).
+ * The memory the leaf describes must stay valid and unchanged until the
+ * copy has finished. Undefined: a released plan; memory that goes away (is
+ * freed, unmapped or shrunk) while the copy may read it, which can crash
+ * the process (mtc_plan_stop_reading exists for runtimes that free memory
+ * on their way out). Memory that only changes gives old bytes, new bytes or
+ * a mix. */
 MTC_API mtc_status mtc_plan_add_leaf(mtc_plan *plan, const mtc_leaf *leaf,
                                      uint64_t *out_index);
 
 /* Appends count leaves read from an array of mtc_leaf, in order. On error no
- * leaf of the call is added and mtc_plan_error_leaf() names the bad one. */
+ * leaf of the call is added and mtc_plan_error_leaf() names the bad one.
+ * The same rules as mtc_plan_add_leaf; undefined also: `leaves` holding
+ * fewer than count entries. */
 MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
                                        uint64_t count);
 
@@ -278,7 +302,8 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
  * leaving leaves whose view_k is NULL or whose bytes are 0 as they are. For
  * FFI layers that pass a typed array argument as its data pointer cheaply
  * but read that pointer back slowly (Deno): one call fills eight leaf
- * descriptors. Touches nothing else; needs no plan. */
+ * descriptors. Touches nothing else; needs no plan. Undefined: `leaves`
+ * holding fewer than first + count entries. */
 MTC_API mtc_status mtc_leaves_set_addresses(mtc_leaf *leaves, uint64_t first,
                                             uint32_t count, const void *view0,
                                             const void *view1, const void *view2,
@@ -294,7 +319,9 @@ MTC_API uint64_t mtc_plan_leaf_count(const mtc_plan *plan);
  * case; errors found later are reported by poll and wait. Once only. An
  * error ends the plan: poll and wait return it, and the plan can only be
  * released. A leaf on a CUDA device this machine lacks is reported here
- * (MTC_ERR_NO_DEVICE / MTC_ERR_NO_DRIVER, naming the leaf). */
+ * (MTC_ERR_NO_DEVICE / MTC_ERR_NO_DRIVER, naming the leaf). A second submit
+ * is MTC_ERR_INVALID_STATE and changes nothing (a failed plan keeps its
+ * error). Undefined: a released plan. */
 MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
 
 /* From now on the plan reads none of its leaves' host memory; waits up to
@@ -304,26 +331,35 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
  * exit hooks of runtimes that free the memory of leaves while copies are in
  * flight (Deno at the end of a script or a worker). MTC_OK, or
  * MTC_IN_PROGRESS if a read was still running at the timeout (then do not
- * free that memory yet). Any thread; not concurrently with release. */
+ * free that memory yet). Any thread. Undefined: a released plan, or a call
+ * that may overlap mtc_plan_release of the same plan. libmtc itself does
+ * this for every live plan when the process calls exit() or quick_exit()
+ * (it registers that handler when the first plan is created). */
 MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms);
 
 /* Returns MTC_OK when the copy has finished, MTC_IN_PROGRESS while it runs,
- * or the error that stopped it. Never blocks. */
+ * or the error that stopped it. Never blocks. Undefined: a released plan
+ * (the call reads freed memory), and a call that may overlap
+ * mtc_plan_release of the same plan. */
 MTC_API mtc_status mtc_plan_poll(mtc_plan *plan);
 
 /* Blocks until the copy has finished (or failed) and returns as poll would.
  * Waits for this copy only, not for other work on the GPU. Safe to call from
  * another thread than the one polling the plan (for example an FFI
- * "nonblocking" call) as long as the plan is not released meanwhile. */
+ * "nonblocking" call) as long as the plan is not released meanwhile.
+ * Undefined: a released plan, and release while this call runs. */
 MTC_API mtc_status mtc_plan_wait(mtc_plan *plan);
 
 /* Writes results of leaves [first, first + count) to out. Only after poll or
- * wait returned MTC_OK. */
+ * wait returned MTC_OK (MTC_ERR_INVALID_STATE before, and for a failed
+ * plan; MTC_ERR_INVALID_ARGUMENT for a range outside the plan). The blocks
+ * written are the plan's: retain those you keep past mtc_plan_release.
+ * Undefined: `out` holding fewer than count entries; a released plan. */
 MTC_API mtc_status mtc_plan_results(mtc_plan *plan, uint64_t first,
                                     uint64_t count, mtc_leaf_result *out);
 
 /* The message of the plan's last error, or "" if none. Valid until the plan
- * is released. "" for NULL. */
+ * is released. "" for NULL. Undefined: a released plan. */
 MTC_API const char *mtc_plan_last_error(const mtc_plan *plan);
 
 /* Index in the plan (0, 1, ... over all adds) of the leaf that the plan's
@@ -334,7 +370,10 @@ MTC_API int64_t mtc_plan_error_leaf(const mtc_plan *plan);
 
 /* Releases the plan: waits for a copy in flight, returns staging memory to
  * its pool and drops the plan's block references (blocks retained by the
- * caller live on). NULL is ignored. */
+ * caller live on). NULL is ignored. Undefined: releasing a plan twice
+ * (glibc may abort with "double free detected", or worse), any call on it
+ * afterwards, and releasing it while another thread is in a call on it
+ * (mtc_plan_wait, mtc_plan_stop_reading, ...). */
 MTC_API void mtc_plan_release(mtc_plan *plan);
 
 /* ----------------------------------------------------------------- stats */
@@ -347,19 +386,49 @@ typedef struct mtc_stats {
   uint64_t blocks_live;          /* blocks not yet freed (host and device) */
   uint64_t device_bytes_live;    /* bytes in live device blocks */
   uint64_t host_bytes_live;      /* bytes in live host blocks */
-  uint64_t pinned_bytes_cached;  /* pinned staging bytes idle in the pool */
+  uint64_t pinned_bytes_cached;  /* pinned bytes idle in the pool */
   uint64_t pinned_bytes_in_use;  /* pinned bytes lent out: staging of copies
                                     in flight and pinned host blocks */
   uint64_t pinned_allocations;   /* cuMemHostAlloc calls so far */
   uint64_t pinned_reuses;        /* pool hits so far */
-  uint64_t reserved0;            /* 0; room to grow within 80 bytes */
+  uint64_t pinned_limit_bytes;   /* the limit on staging + idle (see
+                                    mtc_set_pinned_limit); an older libmtc
+                                    writes 0 here */
+  /* 80 bytes up to here (the size in version 0.1). */
+  uint64_t pinned_staging_bytes; /* pinned staging lent to copies now */
+  uint64_t pinned_output_bytes;  /* pinned host blocks (outputs) held now:
+                                    not limited */
+  uint64_t pinned_high_water_bytes; /* most staging + idle at once since the
+                                       limit was last set */
+  uint64_t pinned_limit_waits;   /* staging requests that found the pool at
+                                    its limit and waited */
 } mtc_stats;
 
-/* Writes the counters to *out (out->struct_size must be set). Any thread. */
+/* Writes the counters to *out. out->struct_size must be set, to at least
+ * 80 (the size in version 0.1, which gets the fields up to pinned_reuses)
+ * or to sizeof(mtc_stats). Any thread. */
 MTC_API mtc_status mtc_get_stats(mtc_stats *out);
 
 /* Frees idle pinned staging memory held by the pool. Any thread. */
 MTC_API void mtc_trim_pools(void);
+
+/* The pinned pool's limit. Page-locked memory is a machine-wide resource,
+ * so the pinned memory the pool holds for staging (buffers lent to copies
+ * in flight, and idle buffers kept for reuse) never exceeds this many
+ * bytes. A staging request at the limit frees idle buffers, then waits for
+ * copies in flight to give theirs back (it ends copies that are over even
+ * if nobody polls them, and a copy that needs more than the limit goes
+ * through it a piece at a time: each staging buffer takes at most a quarter
+ * of the limit). Pinned host outputs (blocks of copies to the host, which
+ * their owner may keep) are not limited: staging never waits for them.
+ * Default: a quarter of the physical memory, at most 2 GiB; the environment
+ * variable MTC_PINNED_LIMIT (bytes, with an optional k, m, g or t suffix:
+ * KiB ... TiB), read once at first use, replaces it (a malformed or
+ * out-of-range value is ignored: mtc_get_stats shows the limit in force).
+ * Sets the limit (1 MiB .. 1 PiB, else MTC_ERR_INVALID_ARGUMENT) for copies
+ * submitted from now on, frees idle buffers above it, and restarts the
+ * high-water mark. Any thread. */
+MTC_API mtc_status mtc_set_pinned_limit(uint64_t bytes);
 
 /* ---------------------------------------------------------------- streams */
 
@@ -406,7 +475,8 @@ MTC_API mtc_status mtc_event_synchronize(const mtc_event *event);
 MTC_API uint64_t mtc_event_handle(const mtc_event *event);
 
 /* Adds / drops a reference. The last release destroys the event. NULL is
- * ignored. Any thread. */
+ * ignored. Any thread. Undefined: more releases than references, and any
+ * use of the event after the last one. */
 MTC_API void mtc_event_retain(mtc_event *event);
 MTC_API void mtc_event_release(mtc_event *event);
 

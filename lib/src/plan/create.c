@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/options.h"
+#include "plan/exit.h"
 #include "plan/phase.h"
 #include "plan/validate.h"
 
@@ -45,6 +46,7 @@ MTC_API mtc_status mtc_plan_create(int32_t target_device,
   pthread_mutex_init(&plan->lock, NULL);
   pthread_cond_init(&plan->submitted, NULL);
   mtc_plan_count_created();
+  mtc_plan_track(plan);
   *out_plan = plan;
   return MTC_OK;
 }

@@ -15,16 +15,12 @@ void mtc_plan_count_created(void) { atomic_fetch_add(&plans_live, 1); }
 
 void mtc_plan_count_released(void) { atomic_fetch_sub(&plans_live, 1); }
 
-/* Records the thread's last error as the plan's error too; lock held (the
- * background thread may record the copy's own failure at the same time). */
-void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf) {
-  mtc_format(plan->error, sizeof plan->error, "%s", mtc_error_text());
-  plan->error_leaf = leaf;
-}
-
 mtc_status mtc_plan_fail(mtc_plan *plan, mtc_status status, int64_t leaf) {
   pthread_mutex_lock(&plan->lock);
-  mtc_plan_record_error_locked(plan, leaf);
+  /* A failed plan keeps the error that ended it: poll and wait report that
+   * status, and its message must go with it. The rejected call's own
+   * message is the thread's last error. */
+  if (plan->phase != MTC_PHASE_FAILED) mtc_plan_record_error_locked(plan, leaf);
   pthread_mutex_unlock(&plan->lock);
   return status;
 }

@@ -12,13 +12,9 @@ uint64_t mtc_plan_live_count(void);
 void mtc_plan_count_created(void);
 void mtc_plan_count_released(void);
 
-/* Records the thread's last error as the plan's error too, with the leaf it
- * is about (-1: none); lock held (the background thread may record the
- * copy's own failure at the same time). */
-void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf);
-
 /* Records the thread's last error as the plan's and returns status; the
- * phase is left as it is. */
+ * phase is left as it is. For calls the plan rejects: a plan that has
+ * failed keeps its own error (poll and wait report it). */
 mtc_status mtc_plan_fail(mtc_plan *plan, mtc_status status, int64_t leaf);
 
 /* The phase, read under the lock. */

@@ -4,8 +4,9 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "plan/exit.h"
 #include "plan/phase.h"
-#include "run/transfer.h"
+#include "run/in_flight.h"
 
 MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms) {
   if (plan == NULL) {
@@ -32,6 +33,9 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
     /* Copies in flight still read staging and write blocks. */
     mtc_plan_wait(plan);
   }
+  mtc_plan_untrack(plan);
+  /* A staging request at the pinned pool's limit may be settling it. */
+  mtc_in_flight_forget(plan);
   mtc_transfer_return_staging(plan);
   for (size_t i = 0; i < plan->block_count; i++) {
     mtc_block_release(plan->blocks[i]);

@@ -6,15 +6,24 @@
 
 #include "base/clock.h"
 #include "cuda/driver.h"
+#include "cuda/kernels.h"
 #include "plan/phase.h"
 #include "plan/validate.h"
+#include "run/in_flight.h"
 #include "run/transfer.h"
 
 /* Lays the plan out and reserves room for everything the transfer records,
- * so that recording never fails half-way. */
+ * so that recording never fails half-way. Every pinned staging buffer the
+ * copy takes fits a quarter of the pinned pool's limit: packed chunks are
+ * cut to that size here, pieces and gather tables in run/. */
 static mtc_status prepare(mtc_plan *plan) {
+  plan->staging_max_bytes = mtc_pinned_staging_max_bytes();
+  mtc_options layout_options = plan->options;
+  if (layout_options.max_packed_chunk_bytes > plan->staging_max_bytes) {
+    layout_options.max_packed_chunk_bytes = plan->staging_max_bytes;
+  }
   mtc_status status = mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
-                                         plan->target, &plan->options,
+                                         plan->target, &layout_options,
                                          &plan->layout);
   if (status != MTC_OK) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -23,9 +32,12 @@ static mtc_status prepare(mtc_plan *plan) {
   plan->results = calloc(plan->leaf_count ? plan->leaf_count : 1,
                          sizeof *plan->results);
   plan->blocks = calloc(outputs + 1, sizeof *plan->blocks);
-  /* Staging: one buffer per output, the piece ring, and one segment table
-   * per source device of gathered chunks (at most one per chunk). */
-  plan->staging = calloc(outputs + plan->layout.chunk_count + MTC_PIECE_RING,
+  /* Staging: one buffer per output, the piece ring, and the segment tables
+   * of gathered chunks: per source device, one per staging_max_bytes of
+   * segments and one more (at most one source device per chunk). */
+  size_t tables = plan->layout.chunk_count +
+                  (size_t)(plan->leaf_count * sizeof(mtc_segment) / plan->staging_max_bytes);
+  plan->staging = calloc(outputs + tables + MTC_PIECE_RING,
                          sizeof *plan->staging);
   if (!plan->results || !plan->blocks || !plan->staging) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -132,6 +144,7 @@ static void finish_submission(mtc_plan *plan, mtc_status status,
     plan->phase = MTC_PHASE_DONE;
   } else {
     plan->phase = MTC_PHASE_IN_FLIGHT;
+    mtc_in_flight_add_locked(plan);
   }
   atomic_store_explicit(&plan->submission_over, 1, memory_order_release);
   pthread_cond_broadcast(&plan->submitted);

@@ -1,26 +1,12 @@
 /* wait.c — learning that a submitted plan is done: poll, wait, and the
  * completion event other GPU work can wait on. A plan is done when its one
- * completion event has completed; its staging then goes back to the pools. */
+ * completion event has completed; its staging then goes back to the pools
+ * (run/plan_state.c). */
 #include "base/clock.h"
 #include "base/spin.h"
 #include "cuda/driver.h"
 #include "plan/phase.h"
 #include "run/transfer.h"
-
-/* All events complete: hand staging back at once so that the next copy can
- * reuse it. Called with the lock held. */
-static void complete_locked(mtc_plan *plan) {
-  if (plan->phase != MTC_PHASE_IN_FLIGHT) return;
-  mtc_transfer_return_staging(plan);
-  plan->phase = MTC_PHASE_DONE;
-}
-
-static void fail_locked(mtc_plan *plan, CUresult result, const char *what) {
-  if (plan->phase != MTC_PHASE_IN_FLIGHT) return;
-  plan->status = mtc_cuda_fail(result, what);
-  mtc_plan_record_error_locked(plan, -1);
-  plan->phase = MTC_PHASE_FAILED;
-}
 
 /* Status for a plan whose phase is settled; lock held. */
 static mtc_status settled_status_locked(const mtc_plan *plan) {
@@ -51,9 +37,9 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
     if (status == MTC_OK) {
       CUresult r = cu->cuEventQuery(plan->completion->event);
       if (r == CUDA_SUCCESS) {
-        complete_locked(plan);
+        mtc_plan_complete_locked(plan);
       } else if (r != CUDA_ERROR_NOT_READY) {
-        fail_locked(plan, r, "cuEventQuery");
+        mtc_plan_fail_locked(plan, r, "cuEventQuery");
       }
       status = settled_status_locked(plan);
     }
@@ -102,9 +88,9 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
     }
     pthread_mutex_lock(&plan->lock);
     if (failure != CUDA_SUCCESS) {
-      fail_locked(plan, failure, "cuEventSynchronize");
+      mtc_plan_fail_locked(plan, failure, "cuEventSynchronize");
     } else {
-      complete_locked(plan);
+      mtc_plan_complete_locked(plan);
     }
   }
   mtc_status status = settled_status_locked(plan);

@@ -17,6 +17,7 @@
  * which cuMemPoolSetAccess opens to the source device. */
 #include "cuda/kernels.h"
 #include "run/directions.h"
+#include "run/staging.h"
 
 /* Fewest packed leaves of one source device worth a gather kernel: below
  * it one DMA per leaf costs no more than one launch. */
@@ -92,28 +93,37 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
   status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
 
-  /* The segment table: pinned, read by the kernel, returned with the
-   * plan's staging once the copy has completed. */
-  mtc_pinned_buffer table_buffer;
-  status = mtc_pinned_acquire(source, (size_t)leaves * sizeof(mtc_segment),
-                              &table_buffer);
-  if (status != MTC_OK) return status;
-  mtc_plan_keep_pinned(plan, &table_buffer);
-  mtc_transfer_count_pinned(t, &table_buffer);
-  mtc_segment *table = table_buffer.ptr;
-  uint64_t n = 0;
+  /* The segment tables: pinned, read by the kernel, returned with the
+   * plan's staging once the copy has completed. One launch per table; a
+   * table takes at most the plan's largest staging buffer. */
+  uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
+  mtc_pinned_buffer table_buffer = {0};
+  mtc_segment *table = NULL;
+  uint64_t n = 0, left = leaves;
   for (size_t c = 0; c < layout->chunk_count; c++) {
     if (layout->chunks[c].source_device != source_ordinal) continue;
     for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      if (table == NULL) {
+        uint64_t size = left < per_table ? left : per_table;
+        status = mtc_transfer_acquire_staging(t, source, (size_t)size * sizeof(mtc_segment),
+                                              &table_buffer);
+        if (status != MTC_OK) return status;
+        table = table_buffer.ptr;
+      }
       uint64_t leaf = members->leaves[m];
       table[n].src = plan->leaves[leaf].address;
       table[n].dst = chunk_blocks[c]->address + layout->placements[leaf].offset;
       table[n].bytes = plan->leaves[leaf].bytes;
-      n++;
+      left--;
+      if (++n == per_table || left == 0) {
+        t->stats->copies_issued++;
+        status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
+        if (status != MTC_OK) return status;
+        table = NULL;
+        n = 0;
+      }
     }
   }
-  t->stats->copies_issued++;
   if (target == NULL) mtc_transfer_note_path(t, MTC_PATH_GATHER_KERNEL);
-  return mtc_kernels_copy_segments(source, source->stream, table,
-                                   (uint32_t)n);
+  return MTC_OK;
 }

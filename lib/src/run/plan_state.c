@@ -1,9 +1,14 @@
-/* plan_state.c — small reads of a plan's state that run/ and plan/ share:
- * the caller's stream on the target, and the guard around every read of the
- * leaves' host memory. */
+/* plan_state.c — small things run/ and plan/ both do to a plan's state:
+ * the caller's stream on the target, the stored error, and the guard
+ * around every read of the leaves' host memory. */
 #include "run/plan_state.h"
 
 #include <stdatomic.h>
+
+void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf) {
+  mtc_format(plan->error, sizeof plan->error, "%s", mtc_error_text());
+  plan->error_leaf = leaf;
+}
 
 CUstream mtc_plan_target_stream(const mtc_plan *plan) {
   for (size_t i = 0; i < plan->stream_count; i++) {

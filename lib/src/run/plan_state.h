@@ -93,6 +93,21 @@ struct mtc_plan {
   mtc_plan_stats stats; /* guarded by lock; see mtc_plan_get_stats */
 
   mtc_background_item background;
+
+  /* Largest pinned staging buffer the submission takes: fixed at submit
+   * from the pinned pool's limit (chunks, pieces and gather tables fit). */
+  size_t staging_max_bytes;
+
+  /* Every live plan, for the exit handler (plan/exit.c); guarded by its
+   * lock there. */
+  struct mtc_plan *live_prev, *live_next;
+  /* The plans in flight that hold pinned staging, oldest first
+   * (run/in_flight.c); guarded by its lock there. */
+  struct mtc_plan *flight_prev, *flight_next;
+  int flight_listed;
+  /* Threads settling this plan through that list (they took it there);
+   * release waits for 0 after taking it off the list. */
+  atomic_int flight_pins;
 };
 
 /* Most pinned piece buffers one plan streams large leaves through. */
@@ -100,6 +115,11 @@ struct mtc_plan {
 
 /* The caller's stream on the plan's target device, or NULL. */
 CUstream mtc_plan_target_stream(const mtc_plan *plan);
+
+/* Records the thread's last error as the plan's error too, with the leaf it
+ * is about (-1: none); lock held (the background thread may record the
+ * copy's own failure at the same time). */
+void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf);
 
 /* Brackets every read of the leaves' host memory. MTC_OK: go ahead, then
  * mtc_plan_read_end. After mtc_plan_stop_reading: MTC_ERR_INVALID_STATE,

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "run/directions.h"
+#include "run/staging.h"
 
 mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
                                const uint64_t *members, uint64_t count,
@@ -20,10 +21,8 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
   uint64_t begin = mtc_clock_ns();
   if (plan->options.use_pinned_staging) {
     mtc_pinned_buffer buffer;
-    status = mtc_pinned_acquire(target, (size_t)chunk->bytes, &buffer);
+    status = mtc_transfer_acquire_staging(t, target, (size_t)chunk->bytes, &buffer);
     if (status != MTC_OK) return status;
-    mtc_plan_keep_pinned(plan, &buffer);
-    mtc_transfer_count_pinned(t, &buffer);
     staged = buffer.ptr;
   } else {
     staged = malloc((size_t)chunk->bytes);
@@ -60,7 +59,6 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
  * into one buffer overlaps the DMA out of the others. */
 static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length,
                               unsigned char **out) {
-  mtc_plan *plan = t->plan;
   mtc_piece_slot *slot = &t->pieces[t->slot];
   size_t offset = (t->slot_fill + MTC_PIECE_ALIGNMENT - 1) / MTC_PIECE_ALIGNMENT *
                   MTC_PIECE_ALIGNMENT;
@@ -76,16 +74,18 @@ static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length
     }
     uint64_t begin = mtc_clock_ns();
     if (slot->buffer.ptr == NULL) {
-      status = mtc_pinned_acquire(target, t->piece_bytes, &slot->buffer);
+      /* At the pinned pool's limit this may wait for the DMAs of the other
+       * piece buffers and give them back too (they are taken again later). */
+      status = mtc_transfer_acquire_staging(t, target, t->piece_bytes, &slot->buffer);
       if (status != MTC_OK) return status;
-      mtc_plan_keep_pinned(plan, &slot->buffer);
-      mtc_transfer_count_pinned(t, &slot->buffer);
-      status = mtc_device_event_acquire(target, &slot->event);
-      if (status != MTC_OK) return status;
-      status = mtc_transfer_hold_event(t, target, slot->event);
-      if (status != MTC_OK) {
-        slot->event = NULL;
-        return status;
+      if (slot->event == NULL) {
+        status = mtc_device_event_acquire(target, &slot->event);
+        if (status != MTC_OK) return status;
+        status = mtc_transfer_hold_event(t, target, slot->event);
+        if (status != MTC_OK) {
+          slot->event = NULL;
+          return status;
+        }
       }
       mtc_trace_span(t->trace, "alloc", "ring", (int64_t)t->slot, t->piece_bytes, begin);
     } else if (slot->recorded) {

@@ -158,19 +158,20 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   mtc_context_scope_begin(&t.scope);
 
   /* Piece buffers hold all own host->device leaves at once when they are
-   * small (padding included), else staging_piece_bytes. */
+   * small (padding included), else staging_piece_bytes; never more than a
+   * staging buffer may take (the pinned pool's limit / 4). */
+  uint64_t piece_limit = plan->options.staging_piece_bytes;
+  if (piece_limit > plan->staging_max_bytes) piece_limit = plan->staging_max_bytes;
   uint64_t own_staged = 0;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
     if (plan->layout.placements[i].kind == MTC_PLACE_OWN &&
         leaf->device == MTC_DEVICE_CPU && plan->target != MTC_DEVICE_CPU) {
       own_staged += leaf->bytes + MTC_PIECE_ALIGNMENT;
-      if (own_staged >= plan->options.staging_piece_bytes) break;
+      if (own_staged >= piece_limit) break;
     }
   }
-  t.piece_bytes = own_staged < plan->options.staging_piece_bytes
-                      ? (size_t)own_staged
-                      : (size_t)plan->options.staging_piece_bytes;
+  t.piece_bytes = own_staged < piece_limit ? (size_t)own_staged : (size_t)piece_limit;
 
   mtc_chunk_members members = {NULL, NULL};
   mtc_block **chunk_blocks =
@@ -228,16 +229,4 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   free(t.used);
   free(t.waits);
   return status;
-}
-
-void mtc_transfer_return_staging(mtc_plan *plan) {
-  for (size_t i = 0; i < plan->staging_count; i++) {
-    mtc_plan_staging *s = &plan->staging[i];
-    if (s->pinned.ptr != NULL) {
-      mtc_pinned_release(&s->pinned);
-    } else {
-      free(s->host);
-    }
-  }
-  plan->staging_count = 0;
 }

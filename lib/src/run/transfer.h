@@ -4,7 +4,7 @@
 #ifndef MTC_TRANSFER_H
 #define MTC_TRANSFER_H
 
-#include "run/plan_state.h"
+#include "run/in_flight.h"
 
 /* Fills plan->blocks, staging, completion, held_events and results, and
  * writes what it did to the submission's fields of *stats (blocks,
@@ -19,9 +19,5 @@
  * -1 where no one leaf was at fault. */
 mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
                             int64_t *failed_leaf);
-
-/* Gives the plan's staging memory back to its pools (idempotent). The
- * copies that read it must have completed. */
-void mtc_transfer_return_staging(mtc_plan *plan);
 
 #endif

@@ -1,0 +1,17 @@
+/* exit.h — every live plan, so that a process that exits while copies
+ * stage stops their reads of host memory before that memory goes. */
+#ifndef MTC_PLAN_EXIT_H
+#define MTC_PLAN_EXIT_H
+
+#include "run/plan_state.h"
+
+/* Lists a new plan. The first call keeps libmtc loaded for good and
+ * registers the exit handler (atexit and at_quick_exit): it calls
+ * mtc_plan_stop_reading on every listed plan, waiting for a read in
+ * progress. */
+void mtc_plan_track(mtc_plan *plan);
+
+/* Takes a plan off the list (before it is freed). */
+void mtc_plan_untrack(mtc_plan *plan);
+
+#endif
