@@ -5,8 +5,8 @@
  * @module
  */
 
-import { MtcError, Status, statusName } from "./errors.ts";
-import { library } from "./ffi/library.ts";
+import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
+import { library, requireSymbol } from "./ffi/library.ts";
 
 /**
  * The number of CUDA devices; 0 when there is no CUDA driver
@@ -72,7 +72,7 @@ export interface PoolStats {
   deviceBytesLive: number;
   /** Bytes in live host blocks. */
   hostBytesLive: number;
-  /** Pinned staging bytes idle in the pool. */
+  /** Pinned bytes idle in the pool, kept for reuse. */
   pinnedBytesCached: number;
   /** Pinned bytes lent out: staging of copies in flight, and pinned host blocks. */
   pinnedBytesInUse: number;
@@ -80,9 +80,22 @@ export interface PoolStats {
   pinnedAllocations: number;
   /** Pinned pool hits so far. */
   pinnedReuses: number;
+  /**
+   * The limit on pinned staging lent out plus idle (see {@link setPinnedPoolLimit});
+   * 0 from a libmtc older than the limit.
+   */
+  pinnedLimitBytes: number;
+  /** Pinned staging lent to copies now (counted against the limit). */
+  pinnedStagingBytes: number;
+  /** Pinned host outputs (copies to "cpu") held now: not limited. */
+  pinnedOutputBytes: number;
+  /** The most pinned staging lent out plus idle at once since the limit was last set: never above it. */
+  pinnedHighWaterBytes: number;
+  /** Staging requests so far that found the pool at its limit and waited for buffers to come back. */
+  pinnedLimitWaits: number;
 }
 
-const STATS_SIZE = 80; // sizeof(mtc_stats): nine counters and a reserved word
+const STATS_SIZE = 112; // sizeof(mtc_stats)
 
 /**
  * The library's counters now.
@@ -99,7 +112,7 @@ export function poolStats(): PoolStats {
   const bytes = new Uint8Array(STATS_SIZE);
   const view = new DataView(bytes.buffer);
   view.setUint32(0, STATS_SIZE, true);
-  const status = sym.mtc_get_stats(bytes);
+  const status = sym.mtc_get_stats(bytes); // an older libmtc fills its 80 bytes and leaves the rest 0
   if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
   const u64 = (offset: number) => view.getUint32(offset, true) + view.getUint32(offset + 4, true) * 4294967296;
   return {
@@ -112,7 +125,39 @@ export function poolStats(): PoolStats {
     pinnedBytesInUse: u64(48),
     pinnedAllocations: u64(56),
     pinnedReuses: u64(64),
+    pinnedLimitBytes: u64(72),
+    pinnedStagingBytes: u64(80),
+    pinnedOutputBytes: u64(88),
+    pinnedHighWaterBytes: u64(96),
+    pinnedLimitWaits: u64(104),
   };
+}
+
+/**
+ * Sets the limit of the pinned (page-locked) memory the library holds for
+ * staging: buffers lent to copies in flight plus idle ones kept for reuse.
+ * At the limit, staging waits for copies in flight to give buffers back
+ * (ending copies that are over even if nobody awaits them), and a leaf
+ * larger than the limit goes through it in pieces. Pinned host outputs of
+ * copies to "cpu" are not limited. Default: a quarter of the physical
+ * memory, at most 2 GiB; the environment variable MTC_PINNED_LIMIT (read
+ * by libmtc at first use, e.g. `512m`) replaces the default. `bytes`:
+ * 1 MiB to 1 PiB. Applies to copies started from now on, frees idle
+ * buffers above it, and restarts `poolStats().pinnedHighWaterBytes`.
+ *
+ * @example
+ * ```ts
+ * setPinnedPoolLimit(256 * 2 ** 20); // 256 MiB
+ * ```
+ */
+export function setPinnedPoolLimit(bytes: number): void {
+  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20 || bytes > 2 ** 50) {
+    throw invalidArgument(`setPinnedPoolLimit: bytes must be an integer from 1 MiB to 1 PiB, got ${String(bytes)}`);
+  }
+  const setLimit = requireSymbol("mtc_set_pinned_limit", "pinned pool limits");
+  const status = setLimit(bytes);
+  const sym = library().symbols;
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
 }
 
 /**

@@ -50,7 +50,16 @@ export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./dlpack.ts";
 export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./dtype.ts";
 export { MtcError, Status, type StatusName } from "./errors.ts";
 export { isPinnedHostOutput, releaseHostOutput } from "./host_output.ts";
-export { cudaDeviceCount, cudaUnavailableReason, hasKernels, libraryVersion, poolStats, type PoolStats, trimPools } from "./info.ts";
+export {
+  cudaDeviceCount,
+  cudaUnavailableReason,
+  hasKernels,
+  libraryVersion,
+  poolStats,
+  type PoolStats,
+  setPinnedPoolLimit,
+  trimPools,
+} from "./info.ts";
 export { type CopyOptions, DEFAULT_OPTIONS } from "./options.ts";
 export { type DeviceToHostPath, type PlanStats } from "./plan_stats.ts";
 export { prefetch, type PrefetchOptions } from "./prefetch.ts";

@@ -4,7 +4,9 @@
 // built), shapes mutated after a copy. Each result must describe exactly
 // what was copied, and every pool counter must come back.
 // (Mutations that could crash a process run as children: exit.test.ts.)
-import { type CopyOptions, DeviceTensor, disposeAll, MtcError, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { type CopyOptions, DeviceTensor, disposeAll, MtcError, startCopy, Status, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { library } from "../../ts/ffi/library.ts";
+import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/options.ts";
 import { skipWithoutDriver, tick } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, note, runner, test } from "./harness.ts";
 import { assertPoolsBack, checkBytes, patterned, poolMark, Tally } from "./fixtures/checks.ts";
@@ -239,6 +241,40 @@ misuse("a Tensor whose shape was reassigned or forged: copied by the shape read 
   assertSame(e.path, ".cam.source");
   disposeAll(onGpu);
   tally.copies++;
+});
+
+// ------------------------------------------------------------------ C ABI
+
+misuse("C ABI: a failed plan rejects a second submit and keeps the error that ended it", () => {
+  const sym = library().symbols;
+  const options = new Uint8Array(OPTIONS_SIZE);
+  encodeOptions(resolveOptions(undefined), new DataView(options.buffer));
+  const out = new BigUint64Array(1);
+  const data = new Float32Array(16);
+  const leaf = new DataView(new ArrayBuffer(40)); // mtc_leaf
+  leaf.setBigUint64(0, BigInt(library().backend.pointerOf(data)), true);
+  leaf.setBigUint64(8, 64n, true);
+  leaf.setInt32(24, 7, true); // cuda:7: not on this machine
+  leaf.setUint32(28, 4, true);
+  for (const background of [0, 1]) {
+    new DataView(options.buffer).setUint32(12, background, true); // use_background_thread
+    assertSame(sym.mtc_plan_create(0, options, new Uint8Array(out.buffer)), Status.MTC_OK);
+    const plan = Number(out[0]);
+    try {
+      assertSame(sym.mtc_plan_add_leaves(plan, new Uint8Array(leaf.buffer), 1), Status.MTC_OK);
+      assertSame(sym.mtc_plan_submit(plan), Status.MTC_ERR_NO_DEVICE);
+      const first = sym.mtc_plan_last_error(plan);
+      assert(first.includes("cuda:7"), first);
+      assertSame(sym.mtc_plan_submit(plan), Status.MTC_ERR_INVALID_STATE);
+      assert(sym.mtc_last_error().includes("already submitted"), sym.mtc_last_error());
+      assertSame(sym.mtc_plan_poll(plan), Status.MTC_ERR_NO_DEVICE);
+      assertSame(sym.mtc_plan_last_error(plan), first);
+      assertSame(sym.mtc_last_error(), first);
+      assertSame(sym.mtc_plan_error_leaf(plan), 0);
+    } finally {
+      sym.mtc_plan_release(plan);
+    }
+  }
 });
 
 test("misuse: totals", () => {

@@ -171,6 +171,11 @@ export const symbols = {
     result: "i32", /* mtc_status */
   },
   mtc_trim_pools: { args: [], result: "void" },
+  mtc_set_pinned_limit: {
+    optional: true,
+    args: ["u64" /* uint64_t bytes */],
+    result: "i32", /* mtc_status */
+  },
 
   // ------------------------------------------------- blocks (0.1.x additions)
   // Bound for its address (Bun's toArrayBuffer deallocator), not called from JS.
