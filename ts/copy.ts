@@ -7,12 +7,13 @@
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, parseDevice } from "./device.ts";
 import { type Descriptors, releaseDescriptors, takeDescriptors, writeLeaves } from "./descriptors.ts";
-import type { DeviceTensor } from "./device_tensor.ts";
+import { type DeviceTensor, setCopyToHost } from "./device_tensor.ts";
 import type { TypedArray } from "./dtype.ts";
 import { MtcError, Status, statusName } from "./errors.ts";
 import { library, requireSymbol } from "./ffi/library.ts";
 import type { NativeSymbols } from "./ffi/symbols.ts";
 import { AsyncCopyHandle } from "./handle.ts";
+import { ownedCopy } from "./host_output.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { openScopes, type Stream, streamFor } from "./stream.ts";
@@ -20,6 +21,17 @@ import type { Tensor } from "./tensor.ts";
 import { traverse } from "./traverse.ts";
 
 export { AsyncCopyHandle } from "./handle.ts";
+
+// DeviceTensor.toHost(): a copy to "cpu", copied out of the pinned block so
+// that the block goes back at once.
+setCopyToHost((tensor) => {
+  const handle = startCopy(tensor, "cpu");
+  try {
+    return ownedCopy(handle.get() as TypedArray | Tensor);
+  } finally {
+    handle.dispose();
+  }
+});
 
 // ------------------------------------------------------------------ types
 

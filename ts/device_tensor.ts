@@ -7,9 +7,8 @@
 import type { BlockHolder } from "./block.ts";
 import { type Device, deviceName } from "./device.ts";
 import { type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
+import { MtcError, Status } from "./errors.ts";
 import { Tensor } from "./tensor.ts";
-import { startCopy } from "./copy.ts";
-import { ownedCopy } from "./host_output.ts";
 
 /**
  * @internal The block holder of a DeviceTensor, for copies that read it
@@ -19,6 +18,17 @@ export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 
 /** @internal The shape the constructor was given (frozen), to tell a reassigned `shape` field. */
 export let constructedDeviceShape: (tensor: DeviceTensor) => readonly number[];
+
+/**
+ * How a DeviceTensor is copied back to the host: set by copy.ts, which
+ * imports this module (importing copy.ts here would close a module cycle).
+ */
+let copyToHost: ((tensor: DeviceTensor) => TypedArray | Tensor) | null = null;
+
+/** @internal Called once by copy.ts. */
+export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor): void {
+  copyToHost = fn;
+}
 
 /**
  * A tensor in CUDA device memory, made by {@link startCopy}. It holds a
@@ -107,13 +117,10 @@ export class DeviceTensor {
    * Tensor always.
    */
   toHost(): TypedArray | Tensor {
-    const handle = startCopy(this, "cpu");
-    try {
-      // A view of pinned memory, copied out so that the block goes back at once.
-      return ownedCopy(handle.get() as TypedArray | Tensor);
-    } finally {
-      handle.dispose();
+    if (copyToHost === null) {
+      throw new MtcError(Status.MTC_ERR_INTERNAL, "toHost: the copy module is not loaded (import the library through mod.ts)");
     }
+    return copyToHost(this);
   }
 
   /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */

@@ -25,7 +25,7 @@ gpuTest("scripts that end while 512 MiB of copies stage print their error and ex
   if (emulated) return note("gpu: exit children: run by tests/ts/exit.test.ts on the emulated driver");
   for (const mode of Object.keys(END_RUNS) as EndMode[]) {
     const inFlight = await endWhileStaging(mode, END_RUNS[mode], END_LOAD);
-    note(`gpu (${runner}): "${mode}" ${inFlight.length} runs: exit code 1 each, copies in flight at the end ${inFlight.join(", ")}`);
+    note(`gpu (${runner}): "${mode}" ${inFlight.length} runs: exit code 1 each, copies in flight when the child counted: ${inFlight.join(", ")}`);
   }
 });
 

@@ -27,7 +27,7 @@ for (const mode of Object.keys(END_RUNS) as EndMode[]) {
   test(`exit: a script that ends by "${mode}" while copies stage prints its error and exits 1 (${END_RUNS[mode]} runs)`, async () => {
     assert(cudaDeviceCount() >= 1, "needs cuda:0");
     const inFlight = await endWhileStaging(mode, END_RUNS[mode], END_LOAD);
-    note(`exit (${runner}): "${mode}" ${inFlight.length} runs, exit code 1 each; copies in flight at the end: ${inFlight.join(", ")}`);
+    note(`exit (${runner}): "${mode}" ${inFlight.length} runs, exit code 1 each; copies in flight when the child counted: ${inFlight.join(", ")}`);
   }, { skip, timeout: 120_000 });
 }
 

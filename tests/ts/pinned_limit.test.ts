@@ -4,7 +4,7 @@
 // goes through it in pieces; pinned host outputs, which their owner may keep,
 // never make staging wait; every copy stays byte-exact and nothing hangs.
 // Each test sets the limit and puts the one it found back.
-import { type AsyncCopyHandle, cudaDeviceCount, DeviceTensor, disposeAll, MtcError, poolStats, setPinnedPoolLimit, startCopy, type TypedArray } from "../../ts/mod.ts";
+import { type AsyncCopyHandle, cudaDeviceCount, type DeviceTensor, disposeAll, MtcError, poolStats, setPinnedPoolLimit, startCopy, type TypedArray } from "../../ts/mod.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertSame, assertThrows, note, runner, test } from "./harness.ts";
 import { assertPoolsBack, checkBytes, patterned, poolMark, Tally } from "./fixtures/checks.ts";
@@ -101,7 +101,7 @@ limitTest("a leaf of 24 MiB through a 4 MiB limit, with and without a copy in fl
 
 limitTest("pinned host outputs held past the limit never make staging wait for them", async () => {
   const LIMIT = 2 * MIB;
-  await withLimit(LIMIT, async () => {
+  await withLimit(LIMIT, () => {
     const onGpu = startCopy(Array.from({ length: 8 }, (_, i) => patterned(Uint8Array, MIB, i)), "cuda:0").get();
     const held = [];
     for (let i = 0; i < 4; i++) held.push(startCopy(onGpu, "cpu").get()); // 32 MiB of pinned outputs, kept
