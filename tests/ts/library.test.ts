@@ -108,9 +108,16 @@ test("info: cudaDeviceCount and poolStats", () => {
     "pinnedBytesInUse",
     "pinnedAllocations",
     "pinnedReuses",
+    "pinnedLimitBytes",
+    "pinnedStagingBytes",
+    "pinnedOutputBytes",
+    "pinnedHighWaterBytes",
+    "pinnedLimitWaits",
   ]);
   for (const v of Object.values(stats)) assert(Number.isInteger(v) && v >= 0);
   assert(stats.stagingThreads >= 1);
+  assert(stats.pinnedLimitBytes >= 2 ** 20, `a pinned limit: ${stats.pinnedLimitBytes}`);
+  assert(stats.pinnedHighWaterBytes <= stats.pinnedLimitBytes, "the high-water mark is within the limit");
 });
 
 test("errors: MtcError carries status, code, path and cause", () => {
