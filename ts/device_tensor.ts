@@ -6,7 +6,7 @@
 
 import type { BlockHolder } from "./block.ts";
 import { type Device, deviceName } from "./device.ts";
-import { type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
+import type { DType, TypedArray } from "./dtype.ts";
 import { MtcError, Status } from "./errors.ts";
 import { Tensor } from "./tensor.ts";
 
