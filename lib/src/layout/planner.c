@@ -13,6 +13,11 @@ int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options) {
 }
 
 static uint64_t align_up(uint64_t value, uint64_t alignment) {
+  /* A division per leaf was most of the layout's time for 10,000 leaves;
+   * alignments are powers of two, whose rounding needs none. */
+  if ((alignment & (alignment - 1)) == 0) {
+    return (value + alignment - 1) & ~(alignment - 1);
+  }
   return (value + alignment - 1) / alignment * alignment;
 }
 

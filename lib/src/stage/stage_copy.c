@@ -79,16 +79,22 @@ typedef struct slice_job {
   uint64_t total;
   size_t tasks;
   int streaming;
+  /* Per task: the first segment its slice touches, and where that segment
+   * starts in the slice space (found in one pass, not by every task). */
+  size_t *first;
+  uint64_t *position;
 } slice_job;
+
+static uint64_t slice_start(const slice_job *job, size_t task) {
+  return task == job->tasks ? job->total : job->total / job->tasks * task;
+}
 
 static void run_slice(void *context, size_t task) {
   const slice_job *job = context;
-  uint64_t slice_begin = job->total / job->tasks * task;
-  uint64_t slice_end = task + 1 == job->tasks
-                           ? job->total
-                           : job->total / job->tasks * (task + 1);
-  uint64_t position = 0; /* start of the current segment in the slice space */
-  for (size_t i = 0; i < job->count && position < slice_end; i++) {
+  uint64_t slice_begin = slice_start(job, task);
+  uint64_t slice_end = slice_start(job, task + 1);
+  uint64_t position = job->position[task];
+  for (size_t i = job->first[task]; i < job->count && position < slice_end; i++) {
     const mtc_stage_segment *seg = &job->segments[i];
     uint64_t length = seg->end - seg->begin;
     uint64_t lo = slice_begin > position ? slice_begin : position;
@@ -98,6 +104,22 @@ static void run_slice(void *context, size_t task) {
                  job->streaming);
     }
     position += length;
+  }
+}
+
+/* Fills job->first and job->position: the segment where each slice starts. */
+static void find_slice_starts(slice_job *job) {
+  size_t i = 0;
+  uint64_t position = 0;
+  for (size_t task = 0; task < job->tasks; task++) {
+    uint64_t begin = slice_start(job, task);
+    while (i < job->count &&
+           position + (job->segments[i].end - job->segments[i].begin) <= begin) {
+      position += job->segments[i].end - job->segments[i].begin;
+      i++;
+    }
+    job->first[task] = i;
+    job->position[task] = position;
   }
 }
 
@@ -124,6 +146,10 @@ void mtc_stage_copy(const mtc_stage_segment *segments, size_t count,
     tasks = (uint64_t)threads * MTC_STAGE_TASKS_PER_THREAD;
   }
   if (tasks < 1) tasks = 1;
-  slice_job job = {segments, count, total, (size_t)tasks, streaming};
+  size_t first[MTC_STAGE_TASKS_PER_THREAD * MTC_STAGE_MAX_THREADS];
+  uint64_t position[MTC_STAGE_TASKS_PER_THREAD * MTC_STAGE_MAX_THREADS];
+  if (tasks > sizeof first / sizeof first[0]) tasks = sizeof first / sizeof first[0];
+  slice_job job = {segments, count, total, (size_t)tasks, streaming, first, position};
+  find_slice_starts(&job);
   mtc_staging_parallel_for((size_t)tasks, threads, run_slice, &job);
 }

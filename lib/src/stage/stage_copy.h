@@ -26,6 +26,8 @@ typedef struct mtc_stage_segment {
 /* Tasks per staging thread, at most: more, smaller tasks than threads, so
  * that a thread that starts late or runs slow holds the others up less. */
 #define MTC_STAGE_TASKS_PER_THREAD 4
+/* Threads one staging call hands tasks to, at most (the pool may be larger). */
+#define MTC_STAGE_MAX_THREADS 64
 
 /* Performs every segment's copy, using up to max_threads staging threads
  * (0 = all). Returns when all bytes are in place. */
