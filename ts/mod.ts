@@ -59,6 +59,8 @@ export {
   type PoolStats,
   setPinnedPoolLimit,
   trimPools,
+  warmUp,
+  type WarmUpOptions,
 } from "./info.ts";
 export { type CopyOptions, DEFAULT_OPTIONS } from "./options.ts";
 export { type DeviceToHostPath, type PlanStats } from "./plan_stats.ts";

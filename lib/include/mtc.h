@@ -430,6 +430,22 @@ MTC_API void mtc_trim_pools(void);
  * high-water mark. Any thread. */
 MTC_API mtc_status mtc_set_pinned_limit(uint64_t bytes);
 
+/* Prepares device for its first copy, so that copy does not pay for what is
+ * otherwise set up on first use: the device's context, copy stream, memory
+ * pool and kernels; `pinned_bytes` of pinned staging memory in buffers of
+ * `pinned_buffer_bytes` each (rounded up to the pool's size classes: pass
+ * the stagingPieceBytes of the copies to come; 0 means 8 MiB), kept idle in
+ * the pool within its limit; and `device_bytes` allocated once from the
+ * device's pool and given back, so that the pool holds that much. The first
+ * cuMemHostAlloc of 4 MB alone costs milliseconds. Pinned buffers already
+ * idle count towards pinned_bytes; at the pool's limit it stops early and
+ * returns MTC_OK (mtc_get_stats says what is cached). MTC_ERR_NO_DRIVER or
+ * MTC_ERR_NO_DEVICE as for a copy; MTC_ERR_OUT_OF_MEMORY when an allocation
+ * fails (what was reserved before stays). Any thread. */
+MTC_API mtc_status mtc_warm_up(int32_t device, uint64_t pinned_bytes,
+                               uint64_t pinned_buffer_bytes,
+                               uint64_t device_bytes);
+
 /* ---------------------------------------------------------------- streams */
 
 /* Streams are CUstream handles carried as uint64_t, so that streams made by

@@ -194,6 +194,45 @@ static void test_plans(void) {
   for (size_t i = 0; i < N; i++) free(data[i]);
 }
 
+static mtc_stats pool_stats(void) {
+  mtc_stats stats;
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  CHECK_OK(mtc_get_stats(&stats));
+  return stats;
+}
+
+/* mtc_warm_up leaves the buffers a copy needs idle in the pool, so the copy
+ * allocates no pinned memory; it stops at the pool's limit; bad devices are
+ * refused. */
+static void test_warm_up(void) {
+  CHECK_STATUS(mtc_warm_up(-1, 1, 0, 0), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_warm_up(99, 1, 0, 0), MTC_ERR_NO_DEVICE);
+  mtc_trim_pools();
+  mtc_stats before = pool_stats();
+  CHECK_OK(mtc_warm_up(0, 3 * 4 * MiB, 4 * MiB, 64 * MiB));
+  mtc_stats warm = pool_stats();
+  CHECK_EQ_U64(warm.pinned_allocations - before.pinned_allocations, 3);
+  CHECK(warm.pinned_bytes_cached >= 3 * 4 * MiB);
+  CHECK_EQ_U64(warm.pinned_bytes_in_use, before.pinned_bytes_in_use);
+  /* A 10 MiB leaf through 4 MiB pieces: three piece buffers, all reused. */
+  uint8_t *data = random_bytes(10 * MiB);
+  mtc_leaf leaf = make_leaf(host_address(data), 10 * MiB, 4, MTC_DEVICE_CPU);
+  mtc_options o = MTC_OPTIONS_INIT;
+  o.staging_piece_bytes = 4 * MiB;
+  round_trip(&leaf, 1, &o, "after warm-up");
+  mtc_stats after = pool_stats();
+  CHECK_EQ_U64(after.pinned_allocations, warm.pinned_allocations + 1); /* the output block */
+  /* At the limit it reserves what fits and says MTC_OK. */
+  CHECK_OK(mtc_set_pinned_limit(16 * MiB));
+  CHECK_OK(mtc_warm_up(0, 64 * MiB, 4 * MiB, 0));
+  mtc_stats limited = pool_stats();
+  CHECK(limited.pinned_bytes_cached <= 16 * MiB);
+  CHECK(limited.pinned_bytes_cached >= 4 * MiB);
+  CHECK_OK(mtc_set_pinned_limit(1024 * MiB));
+  free(data);
+}
+
 int main(int argc, char **argv) {
   setenv("MTC_STAGING_THREADS", "4", 0);
   setenv("MTC_SPIN_US", "100", 0);
@@ -210,5 +249,6 @@ int main(int argc, char **argv) {
   }
   setenv("MTC_CUDA_DRIVER", driver, 1);
   test_plans();
+  test_warm_up();
   return check_summary("test_staging");
 }

@@ -4,7 +4,7 @@
 // goes through it in pieces; pinned host outputs, which their owner may keep,
 // never make staging wait; every copy stays byte-exact and nothing hangs.
 // Each test sets the limit and puts the one it found back.
-import { type AsyncCopyHandle, cudaDeviceCount, type DeviceTensor, disposeAll, MtcError, poolStats, setPinnedPoolLimit, startCopy, type TypedArray } from "../../ts/mod.ts";
+import { type AsyncCopyHandle, cudaDeviceCount, type DeviceTensor, disposeAll, MtcError, poolStats, setPinnedPoolLimit, startCopy, trimPools, type TypedArray, warmUp } from "../../ts/mod.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertSame, assertThrows, note, runner, test } from "./harness.ts";
 import { assertPoolsBack, checkBytes, patterned, poolMark, Tally } from "./fixtures/checks.ts";
@@ -121,6 +121,29 @@ limitTest("setPinnedPoolLimit checks its argument", () => {
   for (const bad of [0, MIB - 1, 2 ** 50 + 1, 1.5 * MIB + 0.5, Number.NaN, -MIB]) {
     assertThrows(() => setPinnedPoolLimit(bad), MtcError, "from 1 MiB to 1 PiB");
   }
+});
+
+limitTest("warmUp leaves the staging a copy needs idle in the pool, within the limit", async () => {
+  trimPools();
+  const before = poolStats();
+  warmUp("cuda:0", { pinnedBytes: 3 * 4 * MIB, pinnedBufferBytes: 4 * MIB, deviceBytes: 16 * MIB });
+  const warm = poolStats();
+  assertSame(warm.pinnedAllocations - before.pinnedAllocations, 3, "warmUp allocates three 4 MiB buffers");
+  assert(warm.pinnedBytesCached >= 12 * MIB, `they stay idle in the pool (${warm.pinnedBytesCached} bytes)`);
+  const leaf = patterned(Uint8Array, 10 * MIB, 77);
+  const onGpu = await startCopy([leaf], "cuda:0", { stagingPieceBytes: 4 * MIB });
+  assertSame(poolStats().pinnedAllocations, warm.pinnedAllocations, "the first copy allocates no pinned memory");
+  checkBytes(onGpu[0]!.toHost(), leaf, tally, "after warmUp");
+  disposeAll(onGpu);
+  await withLimit(16 * MIB, () => {
+    warmUp("cuda", { pinnedBytes: 64 * MIB, pinnedBufferBytes: 4 * MIB });
+    const s = poolStats();
+    assert(s.pinnedBytesCached <= 16 * MIB && s.pinnedBytesCached >= 4 * MIB, `at the limit warmUp keeps what fits (${s.pinnedBytesCached})`);
+  });
+  assertThrows(() => warmUp("cpu"), MtcError, "name a CUDA device");
+  assertThrows(() => warmUp("cuda:0", { pinnedBytes: -1 }), MtcError, "pinnedBytes must be a whole number");
+  assertThrows(() => warmUp("cuda:7"), MtcError, "cuda:7");
+  tally.copies += 1;
 });
 
 test("pinned limit: MTC_PINNED_LIMIT sets the limit a process starts with", async () => {

@@ -176,6 +176,16 @@ export const symbols = {
     args: ["u64" /* uint64_t bytes */],
     result: "i32", /* mtc_status */
   },
+  mtc_warm_up: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t pinned_bytes */
+      "u64", /* uint64_t pinned_buffer_bytes */
+      "u64", /* uint64_t device_bytes */
+    ],
+    result: "i32", /* mtc_status */
+  },
 
   // ------------------------------------------------- blocks (0.1.x additions)
   // Bound for its address (Bun's toArrayBuffer deallocator), not called from JS.
