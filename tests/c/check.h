@@ -73,4 +73,13 @@ static inline int check_summary(const char *suite) {
   return 0;
 }
 
+/* The library's counters (mtc_get_stats), checked to be readable. */
+static inline mtc_stats checked_stats(void) {
+  mtc_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  CHECK_OK(mtc_get_stats(&s));
+  return s;
+}
+
 #endif

@@ -5,6 +5,7 @@
 /* clock_gettime and nanosleep are POSIX: the build compiles the tests with
  * -D_GNU_SOURCE, so <time.h> declares them. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -50,6 +51,16 @@ static inline uint8_t *random_bytes(size_t n) {
     p[i] = (uint8_t)(state >> 24);
   }
   return p;
+}
+
+/* The driver a device test runs against: its first argument (then also set
+ * as MTC_CUDA_DRIVER, which libmtc reads), else MTC_CUDA_DRIVER; NULL, after
+ * saying so, when there is neither. */
+static inline const char *driver_argument(int argc, char **argv, const char *suite) {
+  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
+  const char *driver = getenv("MTC_CUDA_DRIVER");
+  if (driver == NULL) printf("%s: pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n", suite);
+  return driver;
 }
 
 #endif

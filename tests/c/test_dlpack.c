@@ -420,11 +420,7 @@ static void test_import_errors(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
-  if (getenv("MTC_CUDA_DRIVER") == NULL) {
-    printf(SUITE ": pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n");
-    return 1;
-  }
+  if (driver_argument(argc, argv, SUITE) == NULL) return 1;
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
   setenv("MTC_STAGING_THREADS", "2", 0);
   CHECK_OK(mtc_cuda_device_count(&device_count));

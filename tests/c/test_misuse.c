@@ -111,12 +111,8 @@ static void exit_stops_reads(const char *driver) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
-  const char *driver = getenv("MTC_CUDA_DRIVER");
-  if (driver == NULL) {
-    printf(SUITE ": pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n");
-    return 1;
-  }
+  const char *driver = driver_argument(argc, argv, SUITE);
+  if (driver == NULL) return 1;
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
   /* First, while this process has not used libmtc: each child starts its
    * threads and registers its exit handlers itself, in that order. */

@@ -12,14 +12,6 @@
 #define SUITE "test_pinned_limit"
 #define LIMIT ((uint64_t)1 << 20)
 
-static mtc_stats stats(void) {
-  mtc_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  CHECK_OK(mtc_get_stats(&s));
-  return s;
-}
-
 static mtc_plan *submit(int32_t target, const mtc_leaf *leaves, uint64_t count, uint32_t background) {
   mtc_options o = MTC_OPTIONS_INIT;
   o.use_background_thread = background;
@@ -57,11 +49,7 @@ static void check_back(const mtc_leaf_result *results, const mtc_leaf *sources, 
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
-  if (getenv("MTC_CUDA_DRIVER") == NULL) {
-    printf(SUITE ": pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n");
-    return 1;
-  }
+  if (driver_argument(argc, argv, SUITE) == NULL) return 1;
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
   void *handle = fake_open(getenv("MTC_CUDA_DRIVER"));
   void (*set_delay)(unsigned long long) = NULL;
@@ -72,7 +60,7 @@ int main(int argc, char **argv) {
   CHECK_STATUS(mtc_set_pinned_limit(LIMIT - 1), MTC_ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(mtc_last_error(), "limit must be");
   CHECK_STATUS(mtc_set_pinned_limit(((uint64_t)1 << 50) + 1), MTC_ERR_INVALID_ARGUMENT);
-  CHECK(stats().pinned_limit_bytes >= LIMIT);
+  CHECK(checked_stats().pinned_limit_bytes >= LIMIT);
   /* A caller of version 0.1 passes 80 bytes and gets those. */
   mtc_stats old;
   memset(&old, 0xAB, sizeof old);
@@ -83,7 +71,7 @@ int main(int argc, char **argv) {
   CHECK_STATUS(mtc_get_stats(&old), MTC_ERR_INVALID_ARGUMENT);
 
   CHECK_OK(mtc_set_pinned_limit(LIMIT));
-  mtc_stats before = stats();
+  mtc_stats before = checked_stats();
   CHECK_EQ_U64(before.pinned_limit_bytes, LIMIT);
   set_delay(20);
 
@@ -134,7 +122,7 @@ int main(int argc, char **argv) {
   }
   check_back(results, expected, 30000);
 
-  mtc_stats during = stats();
+  mtc_stats during = checked_stats();
   CHECK(during.pinned_high_water_bytes <= LIMIT);
   CHECK(during.pinned_limit_waits > before.pinned_limit_waits);
   printf(SUITE ": high water %llu of %llu bytes, %llu waits at the limit\n",
@@ -145,7 +133,7 @@ int main(int argc, char **argv) {
   mtc_leaf on_device = make_leaf(big_results[0].address, 5 << 20, 1, big_results[0].device);
   mtc_plan *to_host = submit(MTC_DEVICE_CPU, &on_device, 1, 1);
   CHECK_OK(mtc_plan_wait(to_host));
-  CHECK(stats().pinned_output_bytes >= (5u << 20));
+  CHECK(checked_stats().pinned_output_bytes >= (5u << 20));
   mtc_plan *after_outputs = submit(0, mediums, 40, 1);
   CHECK_OK(mtc_plan_wait(after_outputs));
   mtc_plan_release(after_outputs);
@@ -153,7 +141,7 @@ int main(int argc, char **argv) {
 
   for (int p = 0; p < PLANS; p++) mtc_plan_release(plans[p]);
   for (int i = 0; i < 4; i++) mtc_plan_release(big_plans[i]);
-  mtc_stats after = stats();
+  mtc_stats after = checked_stats();
   CHECK(after.pinned_high_water_bytes <= LIMIT);
   CHECK_EQ_U64(after.pinned_staging_bytes, 0);
   CHECK_EQ_U64(after.pinned_output_bytes, 0);

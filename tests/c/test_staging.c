@@ -194,14 +194,6 @@ static void test_plans(void) {
   for (size_t i = 0; i < N; i++) free(data[i]);
 }
 
-static mtc_stats pool_stats(void) {
-  mtc_stats stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
-  CHECK_OK(mtc_get_stats(&stats));
-  return stats;
-}
-
 /* mtc_warm_up leaves the buffers a copy needs idle in the pool, so the copy
  * allocates no pinned memory; it stops at the pool's limit; bad devices are
  * refused. */
@@ -209,9 +201,9 @@ static void test_warm_up(void) {
   CHECK_STATUS(mtc_warm_up(-1, 1, 0, 0), MTC_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mtc_warm_up(99, 1, 0, 0), MTC_ERR_NO_DEVICE);
   mtc_trim_pools();
-  mtc_stats before = pool_stats();
+  mtc_stats before = checked_stats();
   CHECK_OK(mtc_warm_up(0, 3 * 4 * MiB, 4 * MiB, 64 * MiB));
-  mtc_stats warm = pool_stats();
+  mtc_stats warm = checked_stats();
   CHECK_EQ_U64(warm.pinned_allocations - before.pinned_allocations, 3);
   CHECK(warm.pinned_bytes_cached >= 3 * 4 * MiB);
   CHECK_EQ_U64(warm.pinned_bytes_in_use, before.pinned_bytes_in_use);
@@ -221,12 +213,12 @@ static void test_warm_up(void) {
   mtc_options o = MTC_OPTIONS_INIT;
   o.staging_piece_bytes = 4 * MiB;
   round_trip(&leaf, 1, &o, "after warm-up");
-  mtc_stats after = pool_stats();
+  mtc_stats after = checked_stats();
   CHECK_EQ_U64(after.pinned_allocations, warm.pinned_allocations + 1); /* the output block */
   /* At the limit it reserves what fits and says MTC_OK. */
   CHECK_OK(mtc_set_pinned_limit(16 * MiB));
   CHECK_OK(mtc_warm_up(0, 64 * MiB, 4 * MiB, 0));
-  mtc_stats limited = pool_stats();
+  mtc_stats limited = checked_stats();
   CHECK(limited.pinned_bytes_cached <= 16 * MiB);
   CHECK(limited.pinned_bytes_cached >= 4 * MiB);
   CHECK_OK(mtc_set_pinned_limit(1024 * MiB));
@@ -242,12 +234,7 @@ int main(int argc, char **argv) {
     test_segments(threads, 100 * KiB);
     test_segments(threads, 700 * KiB);
   }
-  const char *driver = argc > 1 ? argv[1] : getenv("MTC_CUDA_DRIVER");
-  if (driver == NULL) {
-    printf("test_staging: pass the emulated driver's path for the copies through plans\n");
-    return 1;
-  }
-  setenv("MTC_CUDA_DRIVER", driver, 1);
+  if (driver_argument(argc, argv, "test_staging") == NULL) return 1;
   test_plans();
   test_warm_up();
   return check_summary("test_staging");

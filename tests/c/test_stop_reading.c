@@ -26,14 +26,6 @@ static mtc_leaf host_leaf(const void *data, uint64_t bytes) {
   return leaf;
 }
 
-static mtc_stats stats(void) {
-  mtc_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  CHECK_OK(mtc_get_stats(&s));
-  return s;
-}
-
 /* A plan of `count` leaves to `target`, submitted; NULL if submit failed
  * (then *submitted holds its status). */
 static mtc_plan *start(int32_t target, const mtc_leaf *leaves, size_t count,
@@ -50,12 +42,8 @@ static mtc_plan *start(int32_t target, const mtc_leaf *leaves, size_t count,
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) setenv("MTC_CUDA_DRIVER", argv[1], 1);
-  const char *driver = getenv("MTC_CUDA_DRIVER");
-  if (driver == NULL) {
-    printf(SUITE ": pass the emulated driver's path (or set MTC_CUDA_DRIVER)\n");
-    return 1;
-  }
+  const char *driver = driver_argument(argc, argv, SUITE);
+  if (driver == NULL) return 1;
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
   void *handle = fake_open(driver);
   if (handle == NULL) return check_summary(SUITE);
@@ -84,7 +72,7 @@ int main(int argc, char **argv) {
   mtc_leaf device_leaf = small_leaf;
   device_leaf.address = result.address;
   device_leaf.device = 0;
-  mtc_stats before = stats();
+  mtc_stats before = checked_stats();
   int allocations_before = fake.live_device_allocations();
 
   /* Two pageable leaves on the background thread: the driver call of the
@@ -146,7 +134,7 @@ int main(int argc, char **argv) {
     mtc_plan_release(plan);
   }
 
-  mtc_stats after = stats();
+  mtc_stats after = checked_stats();
   CHECK_EQ_U64(after.plans_live, before.plans_live);
   CHECK_EQ_U64(after.blocks_live, before.blocks_live);
   CHECK_EQ_U64(after.device_bytes_live, before.device_bytes_live);
