@@ -28,8 +28,7 @@ mtc_status mtc_host_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
 /* A leaf copied on its own. */
 mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
                                   mtc_block **out);
-mtc_status mtc_to_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
-                                mtc_block **out);
+mtc_status mtc_to_host_own_leaf(mtc_transfer *t, uint64_t index, mtc_block **out);
 mtc_status mtc_peer_own_leaf(mtc_transfer *t, uint64_t index, mtc_block **out);
 mtc_status mtc_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
                              mtc_block **out);

@@ -4,27 +4,34 @@
  * of packed leaves with one kernel launch where it can. */
 #include "run/directions.h"
 
-mtc_status mtc_to_host_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
-                             uint64_t count, mtc_block **out) {
-  mtc_plan *plan = t->plan;
-  const mtc_chunk *chunk = &plan->layout.chunks[c];
-  mtc_device *source;
-  mtc_status status = mtc_transfer_enter_device(t, chunk->source_device, &source);
+/* A pinned host block of `bytes` for leaves of source_ordinal, whose copy
+ * stream is entered and ordered after the caller's stream there. */
+static mtc_status host_block(mtc_transfer *t, int32_t source_ordinal,
+                             uint64_t bytes, mtc_device **source,
+                             mtc_block **out) {
+  mtc_status status = mtc_transfer_enter_device(t, source_ordinal, source);
   if (status != MTC_OK) return status;
-  status = mtc_transfer_order_after_source(t, source, chunk->source_device);
+  status = mtc_transfer_order_after_source(t, *source, source_ordinal);
   if (status != MTC_OK) return status;
-  mtc_block *block;
-  status = mtc_block_new_pinned(source, chunk->bytes, &block);
+  status = mtc_block_new_pinned(*source, bytes, out);
   if (status != MTC_OK) return status;
-  mtc_plan_keep_block(plan, block);
-  mtc_transfer_count_pinned(t, &block->pinned);
-  *out = block;
+  mtc_plan_keep_block(t->plan, *out);
+  mtc_transfer_count_pinned(t, &(*out)->pinned);
   mtc_transfer_note_path(t, MTC_PATH_PER_LEAF);
+  return MTC_OK;
+}
+
+/* Copies count leaves into block at their offsets (own leaves: 0). */
+static mtc_status copy_leaves(mtc_transfer *t, mtc_device *source,
+                              const uint64_t *members, uint64_t count,
+                              mtc_block *block) {
+  mtc_plan *plan = t->plan;
   t->stats->copies_issued += count;
   for (uint64_t i = 0; i < count; i++) {
     const mtc_leaf *leaf = &plan->leaves[members[i]];
-    uint64_t offset = plan->layout.placements[members[i]].offset;
-    status = mtc_cuda_check(
+    const mtc_placement *place = &plan->layout.placements[members[i]];
+    uint64_t offset = place->kind == MTC_PLACE_PACKED ? place->offset : 0;
+    mtc_status status = mtc_cuda_check(
         t->cu->cuMemcpyDtoHAsync_v2(
             (void *)(uintptr_t)(block->address + offset),
             (CUdeviceptr)leaf->address, (size_t)leaf->bytes, source->stream),
@@ -34,25 +41,19 @@ mtc_status mtc_to_host_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
   return MTC_OK;
 }
 
-mtc_status mtc_to_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
-                                mtc_block **out) {
-  mtc_plan *plan = t->plan;
+mtc_status mtc_to_host_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
+                             uint64_t count, mtc_block **out) {
+  const mtc_chunk *chunk = &t->plan->layout.chunks[c];
   mtc_device *source;
-  mtc_status status = mtc_transfer_enter_device(t, leaf->device, &source);
+  mtc_status status = host_block(t, chunk->source_device, chunk->bytes, &source, out);
   if (status != MTC_OK) return status;
-  status = mtc_transfer_order_after_source(t, source, leaf->device);
+  return copy_leaves(t, source, members, count, *out);
+}
+
+mtc_status mtc_to_host_own_leaf(mtc_transfer *t, uint64_t index, mtc_block **out) {
+  const mtc_leaf *leaf = &t->plan->leaves[index];
+  mtc_device *source;
+  mtc_status status = host_block(t, leaf->device, leaf->bytes, &source, out);
   if (status != MTC_OK) return status;
-  mtc_block *block;
-  status = mtc_block_new_pinned(source, leaf->bytes, &block);
-  if (status != MTC_OK) return status;
-  mtc_plan_keep_block(plan, block);
-  mtc_transfer_count_pinned(t, &block->pinned);
-  *out = block;
-  mtc_transfer_note_path(t, MTC_PATH_PER_LEAF);
-  t->stats->copies_issued++;
-  return mtc_cuda_check(t->cu->cuMemcpyDtoHAsync_v2(
-                            (void *)(uintptr_t)block->address,
-                            (CUdeviceptr)leaf->address, (size_t)leaf->bytes,
-                            source->stream),
-                        "cuMemcpyDtoHAsync");
+  return copy_leaves(t, source, &index, 1, *out);
 }

@@ -38,7 +38,7 @@ static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t index,
     return mtc_host_own_leaf(t, leaf, out);
   }
   if (leaf->device == MTC_DEVICE_CPU) return mtc_to_device_own_leaf(t, leaf, out);
-  if (target == MTC_DEVICE_CPU) return mtc_to_host_own_leaf(t, leaf, out);
+  if (target == MTC_DEVICE_CPU) return mtc_to_host_own_leaf(t, index, out);
   return mtc_peer_own_leaf(t, index, out);
 }
 
