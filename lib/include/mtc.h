@@ -144,7 +144,8 @@ typedef struct mtc_options {
    * the calling thread before it returns. */
   uint32_t use_background_thread;
   /* Each packed leaf starts at a multiple of
-   * max(min_packed_alignment_bytes, element_size). A power of two, 1..4096. */
+   * round_up(max(min_packed_alignment_bytes, element_size), element_size)
+   * (6 gives 6 for 2-byte elements, 8 for 4-byte ones). 1..4096. */
   uint64_t min_packed_alignment_bytes;
   /* Most bytes in one packed chunk; a leaf larger than this gets a block of
    * its own. 1 byte .. 1 TiB. */

@@ -43,7 +43,7 @@ static void test_options(void) {
 
   mtc_plan *plan = (mtc_plan *)1;
   mtc_options o = MTC_OPTIONS_INIT;
-  const uint64_t bad_alignments[] = {0, 3, 24, 8192};
+  const uint64_t bad_alignments[] = {0, 4097, 8192, UINT64_MAX};
   for (int i = 0; i < 4; i++) {
     o = (mtc_options)MTC_OPTIONS_INIT;
     o.min_packed_alignment_bytes = bad_alignments[i];
@@ -52,7 +52,7 @@ static void test_options(void) {
     CHECK(plan == NULL);
     CHECK_CONTAINS(mtc_last_error(), "min_packed_alignment_bytes");
   }
-  const uint64_t good_alignments[] = {1, 2, 64, 4096};
+  const uint64_t good_alignments[] = {1, 3, 6, 4096};
   for (int i = 0; i < 4; i++) {
     o = (mtc_options)MTC_OPTIONS_INIT;
     o.min_packed_alignment_bytes = good_alignments[i];

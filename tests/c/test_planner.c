@@ -20,9 +20,9 @@ static mtc_options options_with(uint64_t alignment, uint64_t chunk) {
 }
 
 static void test_alignment_per_dtype(void) {
-  const uint64_t alignments[] = {1, 16, 64, 4096};
+  const uint64_t alignments[] = {1, 16, 64, 4096, 3, 6, 100, 4095};
   const uint32_t sizes[] = {1, 2, 4, 8, 16};
-  for (size_t a = 0; a < 4; a++) {
+  for (size_t a = 0; a < 8; a++) {
     for (size_t s = 0; s < 5; s++) {
       /* A 3-byte leaf first, so the next one starts at an odd cursor. */
       mtc_leaf leaves[3] = {host_leaf(3, 1), host_leaf(sizes[s] * 5, sizes[s]),
@@ -31,6 +31,8 @@ static void test_alignment_per_dtype(void) {
       mtc_layout layout;
       CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, &layout));
       uint64_t align = alignments[a] > sizes[s] ? alignments[a] : sizes[s];
+      align = (align + sizes[s] - 1) / sizes[s] * sizes[s];
+      CHECK_EQ_U64(mtc_planner_alignment(alignments[a], sizes[s]), align);
       CHECK_EQ_U64(layout.chunk_count, 1);
       CHECK(layout.placements[0].kind == MTC_PLACE_PACKED);
       CHECK_EQ_U64(layout.placements[0].offset, 0);
@@ -211,7 +213,8 @@ static void test_random_invariants(void) {
     size_t count = 1 + rng() % 200;
     mtc_leaf leaves[200];
     mtc_options o = MTC_OPTIONS_INIT;
-    o.min_packed_alignment_bytes = (uint64_t)1 << (rng() % 13);
+    o.min_packed_alignment_bytes =
+        rng() % 2 ? (uint64_t)1 << (rng() % 13) : 1 + rng() % 4096;
     o.max_packed_chunk_bytes = 1 + rng() % 20000;
     o.pack_threshold_bytes = rng() % 30000;
     o.pack_cpu_tensors = rng() % 8 != 0;
@@ -243,6 +246,7 @@ static void test_random_invariants(void) {
       uint64_t align = o.min_packed_alignment_bytes > leaf->element_size
                            ? o.min_packed_alignment_bytes
                            : leaf->element_size;
+      align = (align + leaf->element_size - 1) / leaf->element_size * leaf->element_size;
       const mtc_chunk *chunk = &layout.chunks[p->chunk];
       if (p->offset % align != 0) bad = 2;
       if (p->offset + leaf->bytes > chunk->bytes) bad = 3;

@@ -469,7 +469,7 @@ badInput("two leaves over the same bytes are both copied exactly, into independe
 
 badInput("options out of range are errors naming the option", () => {
   const bad: [unknown, string][] = [
-    [{ minPackedAlignmentBytes: 3 }, "option minPackedAlignmentBytes = 3 is out of range: a power of two in 1..4096"],
+    [{ minPackedAlignmentBytes: 4097 }, "option minPackedAlignmentBytes = 4097 is out of range: an integer in 1..4096"],
     [{ minPackedAlignmentBytes: 0 }, "option minPackedAlignmentBytes = 0 is out of range"],
     [{ minPackedAlignmentBytes: 8192 }, "option minPackedAlignmentBytes = 8192 is out of range"],
     [{ minPackedAlignmentBytes: -16 }, "option minPackedAlignmentBytes = -16 is out of range"],

@@ -23,7 +23,7 @@ test("options: accvlab's defaults", () => {
 
 test("options: out-of-range values are MtcErrors naming the option", () => {
   const bad: [object, string][] = [
-    [{ minPackedAlignmentBytes: 3 }, "minPackedAlignmentBytes = 3 is out of range: a power of two in 1..4096"],
+    [{ minPackedAlignmentBytes: 4097 }, "minPackedAlignmentBytes = 4097 is out of range: an integer in 1..4096"],
     [{ minPackedAlignmentBytes: 8192 }, "minPackedAlignmentBytes = 8192"],
     [{ minPackedAlignmentBytes: 0 }, "minPackedAlignmentBytes = 0"],
     [{ maxPackedChunkBytes: 0 }, "maxPackedChunkBytes = 0 is out of range: 1 byte .. 1 TiB"],

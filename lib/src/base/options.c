@@ -30,10 +30,10 @@ mtc_status mtc_options_normalize(const mtc_options *in, mtc_options *out) {
   out->struct_size = (uint32_t)sizeof *out;
 
   uint64_t alignment = out->min_packed_alignment_bytes;
-  if (alignment < 1 || alignment > 4096 || (alignment & (alignment - 1)) != 0) {
+  if (alignment < 1 || alignment > 4096) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                          "options.min_packed_alignment_bytes is %llu; it must "
-                         "be a power of two from 1 to 4096",
+                         "be from 1 to 4096",
                          (unsigned long long)alignment);
   }
   if (out->max_packed_chunk_bytes < 1 ||

@@ -21,6 +21,11 @@ static uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+uint64_t mtc_planner_alignment(uint64_t min_alignment, uint32_t element_size) {
+  uint64_t a = min_alignment > element_size ? min_alignment : element_size;
+  return align_up(a, element_size);
+}
+
 /* The chunk being filled for one source device. */
 typedef struct open_chunk {
   int32_t source_device;
@@ -93,8 +98,8 @@ mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
       open_count++;
     }
 
-    uint64_t alignment = options->min_packed_alignment_bytes;
-    if (leaf->element_size > alignment) alignment = leaf->element_size;
+    uint64_t alignment = mtc_planner_alignment(options->min_packed_alignment_bytes,
+                                               leaf->element_size);
     mtc_chunk *chunk = &out->chunks[open[slot].chunk];
     uint64_t offset = align_up(chunk->bytes, alignment);
     if (offset + leaf->bytes > options->max_packed_chunk_bytes &&

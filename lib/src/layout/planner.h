@@ -47,6 +47,12 @@ typedef struct mtc_layout {
 /* True when the leaf may share a chunk under these options. */
 int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options);
 
+/* Where a packed leaf may start: a multiple of
+ * round_up(max(min_alignment, element_size), element_size), so any
+ * min_alignment (1..4096) works and a leaf stays aligned to its elements
+ * (6 gives 6 for 2-byte elements and 8 for 4-byte ones). */
+uint64_t mtc_planner_alignment(uint64_t min_alignment, uint32_t element_size);
+
 /* Lays out leaves for target_device. options must be valid (see
  * mtc_options_normalize). Returns MTC_OK or MTC_ERR_OUT_OF_MEMORY. */
 mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
