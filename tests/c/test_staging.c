@@ -2,7 +2,8 @@
  * threads' tasks, the parallel threshold, the streaming-store ranges and
  * their 64-byte alignment, pieces of the pinned ring, strided rows. First
  * mtc_stage_copy alone (every byte, and the bytes around each destination
- * untouched), then whole copies to cuda:0 and back on the emulated driver.
+ * untouched), then whole copies to cuda:0 and back on the emulated driver,
+ * with the pinned pool's limit at its default and at 1 MiB.
  *
  *   test_staging EMULATED_DRIVER_PATH
  */
@@ -236,6 +237,14 @@ int main(int argc, char **argv) {
   }
   if (driver_argument(argc, argv, "test_staging") == NULL) return 1;
   test_plans();
+  /* Again through a pinned pool of 1 MiB: no staging buffer above 256 KiB,
+   * so chunks and pieces are cut to fit, and copies wait for each other. */
+  mtc_stats before = checked_stats();
+  CHECK_OK(mtc_set_pinned_limit((uint64_t)1 << 20));
+  test_plans();
+  mtc_stats low = checked_stats();
+  CHECK(low.pinned_high_water_bytes <= ((uint64_t)1 << 20));
+  CHECK_OK(mtc_set_pinned_limit(before.pinned_limit_bytes));
   test_warm_up();
   return check_summary("test_staging");
 }
