@@ -12,11 +12,11 @@
  */
 
 import { makeExampleBatch } from "../examples/example_batch.ts";
-import { traverse } from "../ts/traverse.ts";
+import { traverse } from "../ts/copy/walk.ts";
 import { currentBackend } from "../ts/ffi/library.ts";
 import { type AsyncCopyHandle, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
-import { Tensor } from "../ts/tensor.ts";
-import type { TypedArray } from "../ts/dtype.ts";
+import { Tensor } from "../ts/tensor/tensor.ts";
+import type { TypedArray } from "../ts/tensor/dtype.ts";
 import { CommandLine } from "./cli.ts";
 
 new CommandLine("usage: bun bench/breakdown.ts (no options): S1 and S4 split into their phases, medians in µs", {});

@@ -1,7 +1,7 @@
 // Traversal: output shapes, pass-through identity, reuse on the host, paths
 // and errors. Copies to "cpu" of host data need no library.
 import { DeviceTensor, MtcError, startCopy, Tensor } from "../../ts/mod.ts";
-import { formatPath, leafPath, traverse } from "../../ts/traverse.ts";
+import { formatPath, leafPath, traverse } from "../../ts/copy/walk.ts";
 import { EXAMPLE_BATCH_BYTES, EXAMPLE_BATCH_TENSORS, forEachLeaf, leafBytes, makeExampleBatch } from "../../examples/example_batch.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 

@@ -8,18 +8,18 @@
  * @module
  */
 
-import { BlockHolder } from "./block.ts";
-import { DEVICE_CPU } from "./device.ts";
-import { DeviceTensor } from "./device_tensor.ts";
-import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "./dtype.ts";
-import type { MtcLibrary } from "./ffi/library.ts";
-import { hostLeafView, pinnedBuffer } from "./host_output.ts";
+import { BlockHolder } from "../gpu/block.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
+import { DeviceTensor } from "../tensor/device_tensor.ts";
+import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "../tensor/dtype.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
+import { hostLeafView, pinnedBuffer } from "../tensor/host_output.ts";
 import { planError, u64At } from "./plan_record.ts";
-import { vectorShape } from "./shape.ts";
-import { Status } from "./errors.ts";
-import { trustedTensor } from "./tensor.ts";
-import { place, type Traversal } from "./traverse.ts";
-import type { HostLeaf } from "./copy.ts";
+import { vectorShape } from "../tensor/shape.ts";
+import { Status } from "../base/errors.ts";
+import { trustedTensor } from "../tensor/tensor.ts";
+import { place, type Traversal } from "./walk.ts";
+import type { HostLeaf } from "./types.ts";
 
 const RESULT_WORDS = 8; // sizeof(mtc_leaf_result) / 4
 const RESULT_REUSED = 1;
@@ -117,7 +117,7 @@ function emptyHostOutput(dtype: DType, shape: readonly number[]): HostLeaf {
 /**
  * Host target: every leaf becomes a view into one ArrayBuffer per pinned
  * block (covering the leaves in it); each buffer holds one C reference to
- * its block (see host_output.ts). No bytes are copied.
+ * its block (see tensor/host_output.ts). No bytes are copied.
  */
 function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
   const count = t.leaves.length;

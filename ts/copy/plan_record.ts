@@ -6,14 +6,14 @@
  * @module
  */
 
-import type { BlockHolder } from "./block.ts";
-import { MtcError, statusName } from "./errors.ts";
-import { library, type MtcLibrary } from "./ffi/library.ts";
-import type { NativeSymbols } from "./ffi/symbols.ts";
-import { Status } from "./errors.ts";
+import type { BlockHolder } from "../gpu/block.ts";
+import { MtcError, statusName } from "../base/errors.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
+import type { NativeSymbols } from "../ffi/symbols.ts";
+import { Status } from "../base/errors.ts";
 import { PLAN_STATS_SIZE } from "./plan_stats.ts";
-import { onExit } from "./runtime.ts";
-import { leafPath, type Traversal } from "./traverse.ts";
+import { onExit } from "../base/runtime.ts";
+import { leafPath, type Traversal } from "./walk.ts";
 
 /** What a handle holds while it has a C plan; also the finalizer's held value (never the handle). */
 export interface PlanRecord {

@@ -5,15 +5,15 @@
  * @module
  */
 
-import type { BlockHolder } from "./block.ts";
-import { DEVICE_CPU } from "./device.ts";
-import { constructedDeviceShape, DeviceTensor, holderOf } from "./device_tensor.ts";
-import { type DType, DTYPE_SIZE, dtypeOf, isDType, type TypedArray } from "./dtype.ts";
-import { invalidArgument } from "./errors.ts";
-import type { MtcLibrary } from "./ffi/library.ts";
-import { checkedShape, elementCount } from "./shape.ts";
-import { constructedShape, constructedSize, Tensor } from "./tensor.ts";
-import { leafPath, type Traversal } from "./traverse.ts";
+import type { BlockHolder } from "../gpu/block.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
+import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { type DType, DTYPE_SIZE, dtypeOf, isDType, type TypedArray } from "../tensor/dtype.ts";
+import { invalidArgument } from "../base/errors.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
+import { checkedShape, elementCount } from "../tensor/shape.ts";
+import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
+import { leafPath, type Traversal } from "./walk.ts";
 
 /** sizeof(mtc_leaf). */
 export const LEAF_BYTES = 40;

@@ -7,11 +7,11 @@
  * @module
  */
 
-import { DEVICE_CPU } from "./device.ts";
-import { DeviceTensor } from "./device_tensor.ts";
-import { type DType, typedArrayKind, type TypedArray } from "./dtype.ts";
-import { invalidArgument } from "./errors.ts";
-import { Tensor } from "./tensor.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
+import { DeviceTensor } from "../tensor/device_tensor.ts";
+import { type DType, typedArrayKind, type TypedArray } from "../tensor/dtype.ts";
+import { invalidArgument } from "../base/errors.ts";
+import { Tensor } from "../tensor/tensor.ts";
 
 /** A leaf that is copied: a bare typed array, a host Tensor or a DeviceTensor. */
 export type Leaf = TypedArray | Tensor | DeviceTensor;
