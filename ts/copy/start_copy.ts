@@ -1,24 +1,27 @@
 /**
  * startCopy: one copy of a whole batch, with a constant number of FFI calls
- * however many leaves it has.
+ * however many leaves it has. It runs the stages in turn: walk and describe
+ * in one pass over the batch (walk.ts, describe.ts), submit (submit.ts),
+ * then the result objects, made while the C pipeline copies (results.ts);
+ * the handle (handle.ts) waits and settles them.
  *
  * @module
  */
 
-import { CURRENT_CUDA, DEVICE_CPU, type Device, parseDevice } from "../gpu/device.ts";
-import { type Descriptors, releaseDescriptors, takeDescriptors, writeLeaves } from "./describe.ts";
-import { type DeviceTensor, setCopyToHost } from "../tensor/device_tensor.ts";
+import { CURRENT_CUDA, type Device, parseDevice } from "../gpu/device.ts";
+import { library } from "../ffi/library.ts";
+import type { Stream } from "../gpu/stream.ts";
+import { setCopyToHost } from "../tensor/device_tensor.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
-import { MtcError, Status, statusName } from "../base/errors.ts";
-import { library, requireSymbol } from "../ffi/library.ts";
-import type { NativeSymbols } from "../ffi/symbols.ts";
-import { AsyncCopyHandle } from "./handle.ts";
 import { ownedCopy } from "../tensor/host_output.ts";
-import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
-import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
-import { openScopes, type Stream, streamFor } from "../gpu/stream.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { traverse } from "./walk.ts";
+import { releaseDescriptors, takeDescriptors } from "./describe.ts";
+import { AsyncCopyHandle } from "./handle.ts";
+import { type CopyOptions, resolveOptions } from "./options.ts";
+import type { PlanRecord } from "./plan_record.ts";
+import { currentCudaDevice, submitPlan } from "./submit.ts";
+import type { Traversal } from "./traversal.ts";
+import { walk } from "./walk.ts";
 
 export { AsyncCopyHandle } from "./handle.ts";
 export type { Copied, HostLeaf, OnAnyDevice, OnDevice, OnHost, PassThrough } from "./types.ts";
@@ -34,53 +37,6 @@ setCopyToHost((tensor) => {
     handle.dispose();
   }
 });
-
-// ------------------------------------------------------------- helpers
-
-const optionsBytes = new Uint8Array(OPTIONS_SIZE);
-const optionsView = new DataView(optionsBytes.buffer);
-const outWords = new Uint32Array(2); // mtc_plan **, int32_t * out-parameters
-
-/** The current CUDA device of this thread ("cuda"). */
-function currentCudaDevice(sym: NativeSymbols): number {
-  const status = sym.mtc_cuda_current_device(outWords);
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
-  return outWords[0]! | 0;
-}
-
-/** Tells the plan the stream of each device involved: explicit ones first, else the current stream. */
-function bindStreams(
-  sym: NativeSymbols,
-  plan: number,
-  target: number,
-  sourceDevices: readonly number[],
-  explicit: readonly Stream[] | null,
-): void {
-  const bound: number[] = []; // devices told already: one stream per device
-  const bind = (device: number, stream: Stream) => {
-    if (bound.includes(device)) return;
-    bound.push(device);
-    stream.checkLive();
-    const setStream = requireSymbol("mtc_plan_set_stream", "streams");
-    const status = setStream(plan, device, stream.handle);
-    if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
-  };
-  if (explicit !== null) {
-    for (const stream of explicit) {
-      const device = stream.deviceIndex;
-      if (device === target || sourceDevices.includes(device)) bind(device, stream);
-    }
-  }
-  if (openScopes === 0) return;
-  if (target !== DEVICE_CPU) {
-    const current = streamFor(target);
-    if (current !== null) bind(target, current);
-  }
-  for (const device of sourceDevices) {
-    const current = streamFor(device);
-    if (current !== null) bind(device, current);
-  }
-}
 
 // ------------------------------------------------------------ startCopy
 
@@ -141,32 +97,20 @@ export function startCopyWith<T, D extends Device>(
 ): AsyncCopyHandle<Copied<T, D>> {
   let target = parseDevice(device);
   const resolved = resolveOptions(options);
-  if (target === CURRENT_CUDA) target = currentCudaDevice(library().symbols);
-  const t = traverse(data, target);
-  if (t.leaves.length === 0) {
-    return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
-  }
-
   const lib = library();
-  const sym = lib.symbols;
-  encodeOptions(resolved, optionsView);
-  const created = sym.mtc_plan_create(target, optionsBytes, outWords);
-  if (created !== Status.MTC_OK) throw new MtcError(created, sym.mtc_last_error() || statusName(created));
-  const plan = u64At(outWords, 0);
-  const record: PlanRecord = { plan, traversal: t, shares: [] };
-  addRecord(lib, record);
+  if (target === CURRENT_CUDA) target = currentCudaDevice(lib.symbols);
+  // Deno reads host addresses in bulk at submit; Bun reads each in the walk.
+  const bulk = lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
   // Module buffers, unless a getter on a leaf is starting this copy inside another.
-  const d: Descriptors = takeDescriptors();
+  const d = takeDescriptors();
+  let record: PlanRecord;
+  let t: Traversal;
   try {
-    writeLeaves(lib, t, record.shares, d);
-    let status = sym.mtc_plan_add_leaves(plan, d.words, t.leaves.length);
-    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
-    if (openScopes !== 0 || streams !== null) bindStreams(sym, plan, target, d.sourceDevices, streams);
-    status = sym.mtc_plan_submit(plan);
-    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
-  } catch (e) {
-    releaseRecord(record);
-    throw e;
+    t = walk(data, target, d, bulk ? null : lib.backend.pointerOf);
+    if (t.count === 0) {
+      return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
+    }
+    record = submitPlan(lib, t, resolved, streams, bulk);
   } finally {
     releaseDescriptors(d);
   }

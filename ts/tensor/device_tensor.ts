@@ -20,6 +20,20 @@ export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 export let constructedDeviceShape: (tensor: DeviceTensor) => readonly number[];
 
 /**
+ * @internal Gives a result made before its copy completed (address 0, no
+ * block) its place in device memory, once the copy is over; the holder
+ * share becomes the tensor's. Never called on a tensor handed out.
+ */
+export let settleDeviceTensor: (
+  tensor: DeviceTensor,
+  address: number,
+  block: number,
+  offset: number,
+  packed: boolean,
+  holder: BlockHolder | null,
+) => void;
+
+/**
  * How a DeviceTensor is copied back to the host: set by copy/start_copy.ts, which
  * imports this module (importing it here would close a module cycle).
  */
@@ -105,6 +119,14 @@ export class DeviceTensor {
   static {
     holderOf = (tensor) => tensor.#holder;
     constructedDeviceShape = (tensor) => tensor.#shape;
+    settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
+      const t = tensor as { -readonly [K in "address" | "block" | "offset" | "packed"]: DeviceTensor[K] };
+      t.address = address;
+      t.block = block;
+      t.offset = offset;
+      t.packed = packed;
+      tensor.#holder = holder;
+    };
   }
 
   /**
