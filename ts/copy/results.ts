@@ -13,7 +13,7 @@
 
 import { BlockHolder } from "../gpu/block.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { DeviceTensor, settleDeviceTensor } from "../tensor/device_tensor.ts";
+import { settleDeviceTensor } from "../tensor/device_tensor.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "../tensor/dtype.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { hostLeafView, pinnedBuffer } from "../tensor/host_output.ts";
