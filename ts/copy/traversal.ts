@@ -44,7 +44,7 @@ export class Traversal {
   /** Holds the output root at index 0 (the output is built in place). */
   readonly root: unknown[] = [undefined];
   /** Leaves listed for the copy. */
-  count = 0;
+  count: number = 0;
   /** The leaves listed, held (with what they hold) until the copy no longer reads them. */
   readonly leaves: object[] = [];
   /** The host view the copy reads for leaf i (a Tensor's data as read, or a snapshot); undefined for DeviceTensors. */
@@ -67,7 +67,7 @@ export class Traversal {
   /** Block shares of DeviceTensor sources: their blocks live until the copy has read them. */
   shares: BlockHolder[] = [];
   /** Tensor leaves placed as they are, already on the target (not listed). */
-  reused = 0;
+  reused: number = 0;
 
   constructor(
     /** -1 for the host, N for cuda:N. */
