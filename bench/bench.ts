@@ -15,8 +15,13 @@
  * S3  10,000 leaves of 4 to 256 bytes → cuda:0
  * S4  the example batch already on cuda:0 → cpu
  * S5  1,000 example batches through prefetch (depth 2) → cuda:0: batches per second
+ * S6  batches that vary: a structure of its own on every call (bench/varying_batch.ts,
+ *     about 2,100 leaves), host → cuda:0; its cost per leaf is printed beside S1's
  * S7  mixed, pageable → cuda:0: 4 point clouds of 1.5–2 MB, their 4 label arrays of
  *     100–130 KB and 40 small arrays each of 40–400 bytes (168 leaves; effective GB/s)
+ * J1  the JavaScript part of a copy (startCopy returns + get() once ready) of the S1 and
+ *     S6 batches as a multiple of a plain deep clone of the same batch (bench/js_part.ts):
+ *     the figure to watch on the emulated driver, where the copy's own time means nothing
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -24,34 +29,17 @@
  */
 
 import { currentBackend } from "../ts/ffi/library.ts";
-import { cudaUnavailableReason, DeviceTensor, disposeAll, poolStats, type PoolStats, prefetch, startCopy } from "../ts/mod.ts";
+import { cudaUnavailableReason, type DeviceTensor, disposeAll, poolStats, prefetch, startCopy } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
-
-/** Summary of one measured series, in microseconds. */
-interface Series {
-  median: number;
-  p10: number;
-  p90: number;
-  runs: number;
-}
-
-interface ScenarioResult {
-  id: string;
-  what: string;
-  leaves: number;
-  bytes: number;
-  library: Series;
-  naive: Series;
-  floor: Series;
-  /** Extra series of the library (startCopy return time, await). */
-  extra: Record<string, Series>;
-}
+import { type PoolReport, printPerLeaf, printPools, printTable, type ScenarioResult, type Series } from "./report.ts";
+import { measureJsPart, printJsPart } from "./js_part.ts";
+import { makeVaryingBatch } from "./varying_batch.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S7", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 
@@ -91,6 +79,14 @@ if (wanted("S3")) {
   const tiny = Array.from({ length: 10_000 }, (_, i) => randomFloats(1 + Math.floor(random() * 64), i));
   results.push(await hostToDevice("S3", "10,000 leaves of 4–256 bytes → cuda:0", tiny, tiny, Math.max(20, Math.floor(runs / 4)), false));
 }
+const varying = wanted("S6") || wanted("J1") ? Array.from({ length: 64 }, (_, i) => makeVaryingBatch(600 + i)) : [];
+if (wanted("S6")) {
+  let next = 0;
+  const pick = () => varying[next++ % varying.length];
+  const s6 = await hostToDevice("S6", "batches that vary, a new structure each call (leaves: the mean) → cuda:0", hostLeaves(varying[0]), varying[0], runs, false, pick);
+  s6.leaves = Math.round(varying.reduce((sum: number, b) => sum + hostLeaves(b).length, 0) / varying.length);
+  results.push(s6);
+}
 if (wanted("S7")) {
   const random = seededRandom(7);
   const mixed = Array.from({ length: 4 }, (_, i) => ({
@@ -105,7 +101,15 @@ if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu"
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
 const pools = only?.includes("P1") || cli.flag("pools") ? poolSteadyState(10_000) : undefined;
 
-printTable(results);
+printTable(results, driver.emulated);
+printPerLeaf(results);
+if (wanted("J1")) {
+  console.log("\nJ1: the JavaScript part of a copy against a plain deep clone of the same batch, medians, in one process");
+  // At least 1,000 copies after as many warm-up ones: with fewer, JavaScriptCore may not have compiled the walk at its top tier.
+  const jsRuns = Math.max(runs, 1000);
+  printJsPart("S1", measureJsPart([makeExampleBatch(1)], jsRuns));
+  printJsPart("S6", measureJsPart(varying, jsRuns));
+}
 if (pools !== undefined) printPools(pools);
 if (jsonPath !== undefined) writeJson(jsonPath, results, pools);
 
@@ -119,13 +123,15 @@ async function hostToDevice(
   batch: unknown,
   n: number,
   withExtras: boolean,
+  nextBatch: () => unknown = () => batch,
 ): Promise<ScenarioResult> {
   const bytes = leaves.reduce((sum, v) => sum + v.byteLength, 0);
   const extra: Record<string, Series> = {};
   const returned: number[] = [];
   const library = measure(n, () => {
+    const input = nextBatch();
     const t0 = performance.now();
-    const handle = startCopy(batch, "cuda:0");
+    const handle = startCopy(input, "cuda:0");
     returned.push(performance.now() - t0);
     const out = handle.get();
     return () => {
@@ -226,13 +232,6 @@ function rate(perBatch: Series): Series {
   return { median: r(perBatch.median), p10: r(perBatch.p90), p90: r(perBatch.p10), runs: perBatch.runs };
 }
 
-interface PoolReport {
-  copies: number;
-  before: PoolStats;
-  after: PoolStats;
-  peak: Record<string, number>;
-}
-
 /** `copies` S1 copies, outputs disposed: the pools before, after (steady state) and at their peaks. */
 function poolSteadyState(copies: number): PoolReport {
   const batch = makeExampleBatch(1);
@@ -248,17 +247,6 @@ function poolSteadyState(copies: number): PoolReport {
     for (const key of Object.keys(peak)) peak[key] = Math.max(peak[key]!, (mid as unknown as Record<string, number>)[key]!);
   }
   return { copies, before, after: poolStats(), peak };
-}
-
-function printPools(p: PoolReport): void {
-  console.log(`\nP1: pools around ${p.copies} S1 copies with outputs disposed (bytes)`);
-  console.log("pool                 after warm-up       after      peak");
-  for (const key of Object.keys(p.peak)) {
-    const b = (p.before as unknown as Record<string, number>)[key]!;
-    const a = (p.after as unknown as Record<string, number>)[key]!;
-    console.log(`${key.padEnd(20)} ${String(b).padStart(13)} ${String(a).padStart(10)} ${String(p.peak[key]).padStart(9)}`);
-  }
-  console.log(`pinned allocations ${p.after.pinnedAllocations - p.before.pinnedAllocations} and pool reuses ${p.after.pinnedReuses - p.before.pinnedReuses} during the run`);
 }
 
 /** One copy of `bytes` between pinned host memory and the device, then a sync. */
@@ -333,8 +321,12 @@ function summarize(ms: number[]): Series {
 // ------------------------------------------------------------ inputs
 
 function exampleLeaves(): HostView[] {
+  return hostLeaves(makeExampleBatch(1));
+}
+
+function hostLeaves(batch: unknown): HostView[] {
   const leaves: HostView[] = [];
-  forEachLeaf(makeExampleBatch(1), (leaf) => leaves.push(("data" in leaf ? leaf.data : leaf) as HostView));
+  forEachLeaf(batch, (leaf) => leaves.push(("data" in leaf ? leaf.data : leaf) as HostView));
   return leaves;
 }
 
@@ -346,33 +338,6 @@ function randomFloats(length: number, seed: number): Float32Array {
 }
 
 // ------------------------------------------------------------ reporting
-
-function printTable(rows: ScenarioResult[], title = "results"): void {
-  const stats = poolStats();
-  const where = driver.emulated ? " (emulated driver: host memcpy, not a GPU)" : "";
-  console.log(`\n${title}${where}: ${runtimeName()}, ${rows.length ? "" : "no scenarios"}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
-  console.log("scenario  leaves  bytes        library median (p10–p90)   naive per-leaf   floor      library/naive  library/floor");
-  for (const r of rows) {
-    console.log(
-      `${r.id.padEnd(8)}  ${String(r.leaves).padStart(6)}  ${String(r.bytes).padStart(11)}  ` +
-        `${series(r.library).padEnd(27)} ${us(r.naive.median).padStart(12)}  ${us(r.floor.median).padStart(9)}  ` +
-        `${(r.library.median / r.naive.median).toFixed(3).padStart(12)}  ${(r.library.median / r.floor.median).toFixed(2).padStart(12)}`,
-    );
-    if (r.id === "S2" || r.id === "S7") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
-    for (const [name, s] of Object.entries(r.extra)) {
-      console.log(`          ${name}: ${name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : series(s)}`);
-    }
-    console.log(`          ${r.what}`);
-  }
-}
-
-function series(s: Series): string {
-  return `${us(s.median)} (${s.p10.toFixed(1)}–${s.p90.toFixed(1)})`;
-}
-
-function us(v: number): string {
-  return `${v.toFixed(1)} µs`;
-}
 
 function writeJson(path: string, rows: ScenarioResult[], pools?: PoolReport): void {
   const text = JSON.stringify({ runtime: runtimeName(), emulatedDriver: driver.emulated, date: new Date().toISOString(), runs, scenarios: rows, pools }, null, 2);

@@ -12,11 +12,10 @@
  */
 
 import { makeExampleBatch } from "../examples/example_batch.ts";
-import { traverse } from "../ts/traverse.ts";
+import { traverse } from "../ts/copy/walk.ts";
 import { currentBackend } from "../ts/ffi/library.ts";
 import { type AsyncCopyHandle, disposeAll, poolStats, startCopy } from "../ts/mod.ts";
-import { Tensor } from "../ts/tensor.ts";
-import type { TypedArray } from "../ts/dtype.ts";
+import type { TypedArray } from "../ts/tensor/dtype.ts";
 import { CommandLine } from "./cli.ts";
 
 new CommandLine("usage: bun bench/breakdown.ts (no options): S1 and S4 split into their phases, medians in µs", {});
@@ -45,10 +44,10 @@ function timeEach(fn: () => void): number[] {
 }
 
 const walk = traverse(batch, 0);
-const views = walk.leaves.map((leaf) => (leaf instanceof Tensor ? leaf.data : leaf) as TypedArray);
+const views = walk.views.filter((v): v is TypedArray => v !== undefined);
 const backend = currentBackend();
-console.log(`S1 breakdown: ${walk.leaves.length} leaves; medians of ${runs - warmUp} after ${warmUp} warm-up`);
-row("walk (traverse: containers, leaf list)", timeEach(() => traverse(batch, 0)));
+console.log(`S1 breakdown: ${walk.count} leaves; medians of ${runs - warmUp} after ${warmUp} warm-up`);
+row("walk + describe (no address reads)", timeEach(() => traverse(batch, 0)));
 row("address reads, one per leaf (pointerOf)", timeEach(() => views.forEach((v) => backend.pointerOf(v))));
 
 /** startCopy(data, device) → get() → dispose, `runs` times: each phase's samples. */

@@ -7,7 +7,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { runtime } from "../ts/runtime.ts";
+import { runtime } from "../ts/base/runtime.ts";
 
 const g = globalThis as unknown as {
   Bun?: { argv: string[]; version: string };

@@ -9,7 +9,7 @@
 
 import { currentBackend } from "../ts/ffi/library.ts";
 import type { SymbolSpec } from "../ts/ffi/symbols.ts";
-import { getEnv } from "../ts/runtime.ts";
+import { getEnv } from "../ts/base/runtime.ts";
 
 const table = {
   cuInit: { args: ["u32" /* unsigned int flags */], result: "i32" },

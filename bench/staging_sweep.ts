@@ -12,7 +12,7 @@
  * @module
  */
 import { disposeAll, startCopy } from "../ts/mod.ts";
-import { getEnv } from "../ts/runtime.ts";
+import { getEnv } from "../ts/base/runtime.ts";
 import { CommandLine } from "./cli.ts";
 import { seededRandom } from "../examples/example_batch.ts";
 

@@ -74,6 +74,7 @@ suite "C example, no driver: the host path (examples/c/copy_batch.c)" c_example 
 suite "Python example, emulated driver: to cuda:0 and back (examples/python/copy_batch.py)" \
   python_example MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2
 suite "Python example, no driver: the host path (examples/python/copy_batch.py)" python_example -u MTC_CUDA_DRIVER
+suite "TypeScript layout: no import cycle (dpdm), folders in order, no file above 400 lines" bash scripts/check_ts_layout.sh
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts

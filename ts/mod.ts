@@ -42,14 +42,14 @@ export {
   type OnHost,
   type PassThrough,
   startCopy,
-} from "./copy.ts";
-export { type Device } from "./device.ts";
-export { DeviceTensor } from "./device_tensor.ts";
-export { disposeAll } from "./dispose.ts";
-export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./dlpack.ts";
-export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./dtype.ts";
-export { MtcError, Status, type StatusName } from "./errors.ts";
-export { isPinnedHostOutput, releaseHostOutput } from "./host_output.ts";
+} from "./copy/start_copy.ts";
+export { type Device } from "./gpu/device.ts";
+export { DeviceTensor } from "./tensor/device_tensor.ts";
+export { disposeAll } from "./tensor/dispose.ts";
+export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
+export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./tensor/dtype.ts";
+export { MtcError, Status, type StatusName } from "./base/errors.ts";
+export { isPinnedHostOutput, releaseHostOutput } from "./tensor/host_output.ts";
 export {
   cudaDeviceCount,
   cudaUnavailableReason,
@@ -61,10 +61,10 @@ export {
   trimPools,
   warmUp,
   type WarmUpOptions,
-} from "./info.ts";
-export { type CopyOptions, DEFAULT_OPTIONS } from "./options.ts";
-export { type DeviceToHostPath, type PlanStats } from "./plan_stats.ts";
-export { prefetch, type PrefetchOptions } from "./prefetch.ts";
-export { CudaEvent, currentStream, Stream, withStream } from "./stream.ts";
-export { Tensor } from "./tensor.ts";
-export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./to_device.ts";
+} from "./gpu/info.ts";
+export { type CopyOptions, DEFAULT_OPTIONS } from "./copy/options.ts";
+export { type DeviceToHostPath, type PlanStats } from "./copy/plan_stats.ts";
+export { prefetch, type PrefetchOptions } from "./copy/prefetch.ts";
+export { CudaEvent, currentStream, Stream, withStream } from "./gpu/stream.ts";
+export { Tensor } from "./tensor/tensor.ts";
+export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./copy/to_device.ts";

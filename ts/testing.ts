@@ -17,12 +17,12 @@
  * @module
  */
 
-import { DeviceTensor } from "./device_tensor.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
+import { DeviceTensor } from "./tensor/device_tensor.ts";
+import { invalidArgument, MtcError, Status, statusName } from "./base/errors.ts";
 import { library, requireSymbol } from "./ffi/library.ts";
-import type { Stream } from "./stream.ts";
+import type { Stream } from "./gpu/stream.ts";
 
-export { hasKernels } from "./info.ts";
+export { hasKernels } from "./gpu/info.ts";
 
 /** A device range: a DeviceTensor (all its bytes), or a raw address with a byte count. */
 export type DeviceRange = DeviceTensor | { address: number; bytes: number };

@@ -1,5 +1,5 @@
 // Device strings (no library needed except for "cuda").
-import { deviceName, parseDevice } from "../../ts/device.ts";
+import { deviceName, parseDevice } from "../../ts/gpu/device.ts";
 import { MtcError, startCopy } from "../../ts/mod.ts";
 import { assertSame, assertThrows, test } from "./harness.ts";
 

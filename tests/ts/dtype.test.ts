@@ -1,7 +1,7 @@
 // dtypes, typed array mapping and host Tensor validation (no library needed).
-import { DTYPE_SIZE, dtypeOf, HAS_FLOAT16_ARRAY, isNaturalDType, isTypedArray } from "../../ts/dtype.ts";
+import { DTYPE_SIZE, dtypeOf, HAS_FLOAT16_ARRAY, isNaturalDType, isTypedArray } from "../../ts/tensor/dtype.ts";
 import { DTYPES, MtcError, Tensor, type TypedArray } from "../../ts/mod.ts";
-import { trustedTensor } from "../../ts/tensor.ts";
+import { trustedTensor } from "../../ts/tensor/tensor.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
 const F16 = (globalThis as unknown as { Float16Array?: new (n: number) => TypedArray }).Float16Array;

@@ -6,7 +6,7 @@
 // (Mutations that could crash a process run as children: exit.test.ts.)
 import { type CopyOptions, DeviceTensor, disposeAll, MtcError, startCopy, Status, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
-import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/options.ts";
+import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/copy/options.ts";
 import { skipWithoutDriver, tick } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, runner, test } from "./harness.ts";
 import { assertPoolsBack, checkBytes, patterned, poolMark, Tally } from "./fixtures/checks.ts";

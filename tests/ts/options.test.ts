@@ -1,7 +1,7 @@
 // Options: defaults, validation, and the mtc_options layout (checked against the C library).
 import { library } from "../../ts/ffi/library.ts";
 import { DEFAULT_OPTIONS, MtcError, startCopy } from "../../ts/mod.ts";
-import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/options.ts";
+import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/copy/options.ts";
 import { checkLibraryStaysMapped } from "./mapping.ts";
 import { assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 

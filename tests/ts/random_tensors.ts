@@ -4,7 +4,7 @@
  * @module
  */
 
-import { DTYPE_SIZE, isNaturalDType } from "../../ts/dtype.ts";
+import { DTYPE_SIZE, isNaturalDType } from "../../ts/tensor/dtype.ts";
 import { type DType, DTYPES, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { seededRandom } from "../../examples/example_batch.ts";
 

@@ -1,7 +1,7 @@
 // Traversal: output shapes, pass-through identity, reuse on the host, paths
 // and errors. Copies to "cpu" of host data need no library.
 import { DeviceTensor, MtcError, startCopy, Tensor } from "../../ts/mod.ts";
-import { formatPath, leafPath, traverse } from "../../ts/traverse.ts";
+import { formatPath, leafPath, traverse } from "../../ts/copy/walk.ts";
 import { EXAMPLE_BATCH_BYTES, EXAMPLE_BATCH_TENSORS, forEachLeaf, leafBytes, makeExampleBatch } from "../../examples/example_batch.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
@@ -41,7 +41,7 @@ test("traverse: non-tensors pass through by identity", () => {
   const sym = Symbol("s");
   const data = [1, "s", null, undefined, true, 5n, sym, point, view, set, fn, date, buffer];
   const t = traverse(data, 0);
-  assertSame(t.leaves.length, 0, "none of these is copied, not even the typed array inside the Set");
+  assertSame(t.count, 0, "none of these is copied, not even the typed array inside the Set");
   const out = t.root[0] as unknown[];
   assert(out !== data);
   data.forEach((v, i) => assertSame(out[i], v, `item ${i}`));
@@ -67,7 +67,7 @@ test("traverse: an own __proto__ key stays a key", () => {
 test("traverse: a root leaf is copied and placed at the root", () => {
   const leaf = new Float64Array(3);
   const t = traverse(leaf, 0);
-  assertSame(t.leaves.length, 1);
+  assertSame(t.count, 1);
   assertSame(leafPath(t, 0), "");
   assertSame(startCopy(leaf, "cpu").get(), leaf);
 });
@@ -77,8 +77,8 @@ test("traverse: leaves are listed in depth-first order with their paths", () => 
   const t = traverse(batch, 0);
   const expected: string[] = [];
   forEachLeaf(batch, (_leaf, path) => expected.push(path));
-  assertSame(t.leaves.length, EXAMPLE_BATCH_TENSORS);
-  assertEquals(t.leaves.map((_, i) => leafPath(t, i)), expected);
+  assertSame(t.count, EXAMPLE_BATCH_TENSORS);
+  assertEquals(Array.from({ length: t.count }, (_, i) => leafPath(t, i)), expected);
   assertSame(leafPath(t, 3), "[0].cams_gt[0].depths");
 });
 
@@ -146,7 +146,7 @@ test("traverse: a shared sub-object is visited twice, not a cycle", () => {
   const shared = { v: new Float32Array([1]) };
   const data = { a: shared, b: shared, c: [shared, shared] };
   const t = traverse(data, 0);
-  assertSame(t.leaves.length, 4);
+  assertSame(t.count, 4);
   const out = startCopy(data, "cpu").get();
   assert(out.a !== out.b, "each visit makes its own output container");
   assertEquals(out, data);
@@ -158,7 +158,7 @@ test("traverse: 10,000-deep nesting works", () => {
   let data: unknown = leaf;
   for (let i = 0; i < depth; i++) data = i % 3 === 0 ? [data] : i % 3 === 1 ? { d: data } : new Map([[0, data]]);
   const t = traverse(data, 0);
-  assertSame(t.leaves.length, 1);
+  assertSame(t.count, 1);
   assert(leafPath(t, 0).length > depth * 2);
   let out = startCopy(data, "cpu").get() as unknown;
   for (let i = depth - 1; i >= 0; i--) {
@@ -190,9 +190,9 @@ test("traverse: a disposed DeviceTensor is an error naming its path", () => {
 test("traverse: DeviceTensors already on the target are reused, others are listed", () => {
   const onZero = new DeviceTensor(4096, [4], "float32", 0, 16, 0, 0, false, null);
   const t0 = traverse({ a: onZero }, 0);
-  assertSame(t0.leaves.length, 0);
+  assertSame(t0.count, 0);
   assertSame((t0.root[0] as { a: unknown }).a, onZero);
-  assertSame(traverse({ a: onZero }, 1).leaves.length, 1);
-  assertSame(traverse({ a: onZero }, -1).leaves.length, 1);
+  assertSame(traverse({ a: onZero }, 1).count, 1);
+  assertSame(traverse({ a: onZero }, -1).count, 1);
   assertSame(startCopy({ a: onZero }, "cuda:0").get().a, onZero);
 });

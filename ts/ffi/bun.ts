@@ -4,7 +4,7 @@
  * @module
  */
 
-import { bunRequire } from "../runtime.ts";
+import { bunRequire } from "../base/runtime.ts";
 import type { BoundFunctions, FfiBackend, OpenedLibrary } from "./backend.ts";
 import type { ArgKind, ResultKind, SymbolSpec } from "./symbols.ts";
 

@@ -10,8 +10,8 @@
  * @module
  */
 
-import { MtcError, Status } from "../errors.ts";
-import { getEnv, platform, runtime } from "../runtime.ts";
+import { MtcError, Status } from "../base/errors.ts";
+import { getEnv, platform, runtime } from "../base/runtime.ts";
 import type { FfiBackend } from "./backend.ts";
 import { bunBackend } from "./bun.ts";
 import { denoBackend } from "./deno.ts";

@@ -1,25 +1,27 @@
 /**
- * A finished copy's results, read with one FFI call and turned into the
- * output batch: DeviceTensors for device targets, views of pinned host
- * blocks for "cpu". Everything a result says about itself (dtype, shape,
- * bytes) was fixed when startCopy described the leaf (Traversal); the
- * inputs are not read again.
+ * Stage 4 of a copy, results, once the copy is over: one FFI call reads
+ * where each leaf landed. For a device target the result objects exist
+ * already (describe made each DeviceTensor, with its shape, dtype, device
+ * and bytes, and the walk placed it): each gets its address and its block.
+ * For "cpu", each leaf becomes a view of the pinned block it landed in,
+ * placed where the leaf was. Everything a result says about itself was
+ * fixed when describe read the leaf; the inputs are not read again. The
+ * output is handed out only after this, never before the copy completed.
  *
  * @module
  */
 
-import { BlockHolder } from "./block.ts";
-import { DEVICE_CPU } from "./device.ts";
-import { DeviceTensor } from "./device_tensor.ts";
-import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "./dtype.ts";
-import type { MtcLibrary } from "./ffi/library.ts";
-import { hostLeafView, pinnedBuffer } from "./host_output.ts";
+import { BlockHolder } from "../gpu/block.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
+import { settleDeviceTensor } from "../tensor/device_tensor.ts";
+import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "../tensor/dtype.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
+import { hostLeafView, pinnedBuffer } from "../tensor/host_output.ts";
 import { planError, u64At } from "./plan_record.ts";
-import { vectorShape } from "./shape.ts";
-import { Status } from "./errors.ts";
-import { trustedTensor } from "./tensor.ts";
-import { place, type Traversal } from "./traverse.ts";
-import type { HostLeaf } from "./copy.ts";
+import { MtcError, Status } from "../base/errors.ts";
+import { trustedTensor } from "../tensor/tensor.ts";
+import { place, type Traversal } from "./traversal.ts";
+import type { HostLeaf } from "./types.ts";
 
 const RESULT_WORDS = 8; // sizeof(mtc_leaf_result) / 4
 const RESULT_REUSED = 1;
@@ -43,7 +45,7 @@ function capacityFor(count: number): number {
  * result with one mtc_plan_results call, retains each distinct block once.
  */
 export function collectResults(lib: MtcLibrary, plan: number, t: Traversal, target: number): unknown {
-  const count = t.leaves.length;
+  const count = t.count;
   let words = spare ?? new Uint32Array(capacityFor(count) * RESULT_WORDS);
   spare = null;
   if (words.length < count * RESULT_WORDS) words = new Uint32Array(capacityFor(count) * RESULT_WORDS);
@@ -51,52 +53,49 @@ export function collectResults(lib: MtcLibrary, plan: number, t: Traversal, targ
     const status = lib.symbols.mtc_plan_results(plan, 0, count, words);
     if (status !== Status.MTC_OK) throw planError(lib.symbols, plan, status, t);
     if (target === DEVICE_CPU) collectHost(lib, t, words);
-    else collectDevice(t, words);
+    else settleDevice(t, words);
   } finally {
     spare = words;
   }
   return t.root[0];
 }
 
-/** Leaf i's shape as the copy fixed it. */
-function shapeOf(t: Traversal, i: number, dtype: DType): readonly number[] {
-  return t.shapes[i] ?? vectorShape(t.bytes[i]! / DTYPE_SIZE[dtype]);
+/** The walk lists no leaf already on the target, so C has none to reuse. */
+function reusedError(i: number): MtcError {
+  return new MtcError(Status.MTC_ERR_INTERNAL, `the copy reused leaf ${i}, which was not on the target`);
 }
 
-/** Device targets: one DeviceTensor per leaf, one BlockHolder (one mtc_block_retain) per distinct block. */
-function collectDevice(t: Traversal, words: Uint32Array): void {
-  const count = t.leaves.length;
+/**
+ * Device targets, once the copy is over: each result gets its address, its
+ * block and a share of it (one BlockHolder, one mtc_block_retain, per
+ * distinct block).
+ */
+function settleDevice(t: Traversal, words: Uint32Array): void {
+  const count = t.count;
+  const outputs = t.outputs!;
   const holders = new Map<number, BlockHolder>();
+  let lastBlock = 0;
+  let last: BlockHolder | null = null;
   for (let i = 0; i < count; i++) {
     const at = i * RESULT_WORDS;
     const flags = words[at + 7]!;
-    if ((flags & RESULT_REUSED) !== 0) {
-      place(t, i, t.leaves[i]);
-      continue;
-    }
+    if ((flags & RESULT_REUSED) !== 0) throw reusedError(i);
     const block = u64At(words, at + 2);
     let holder: BlockHolder | null = null;
     if (block !== 0) {
-      holder = holders.get(block) ?? null;
-      if (holder === null) {
-        holder = new BlockHolder(block); // mtc_block_retain, once per distinct block
-        holders.set(block, holder);
+      if (block === lastBlock) holder = last;
+      else {
+        holder = holders.get(block) ?? null;
+        if (holder === null) {
+          holder = new BlockHolder(block); // mtc_block_retain, once per distinct block
+          holders.set(block, holder);
+        }
+        lastBlock = block;
+        last = holder;
       }
-      holder.acquire();
+      holder!.acquire();
     }
-    const dtype = t.dtypes[i]!;
-    const output = new DeviceTensor(
-      u64At(words, at),
-      shapeOf(t, i, dtype),
-      dtype,
-      words[at + 6]! | 0,
-      t.bytes[i]!,
-      block,
-      u64At(words, at + 4),
-      (flags & RESULT_PACKED) !== 0,
-      holder,
-    );
-    place(t, i, output);
+    settleDeviceTensor(outputs[i]!, u64At(words, at), block, u64At(words, at + 4), (flags & RESULT_PACKED) !== 0, holder);
   }
 }
 
@@ -117,14 +116,13 @@ function emptyHostOutput(dtype: DType, shape: readonly number[]): HostLeaf {
 /**
  * Host target: every leaf becomes a view into one ArrayBuffer per pinned
  * block (covering the leaves in it); each buffer holds one C reference to
- * its block (see host_output.ts). No bytes are copied.
+ * its block (see tensor/host_output.ts). No bytes are copied.
  */
 function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
-  const count = t.leaves.length;
+  const count = t.count;
   const spans = new Map<number, HostSpan>();
   for (let i = 0; i < count; i++) {
     const at = i * RESULT_WORDS;
-    if ((words[at + 7]! & RESULT_REUSED) !== 0) continue;
     const block = u64At(words, at + 2);
     if (block === 0) continue;
     const offset = u64At(words, at + 4);
@@ -136,12 +134,9 @@ function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
   for (const [block, span] of spans) span.buffer = pinnedBuffer(lib, block, span.base, span.end);
   for (let i = 0; i < count; i++) {
     const at = i * RESULT_WORDS;
-    if ((words[at + 7]! & RESULT_REUSED) !== 0) {
-      place(t, i, t.leaves[i]);
-      continue;
-    }
+    if ((words[at + 7]! & RESULT_REUSED) !== 0) throw reusedError(i);
     const dtype = t.dtypes[i]!;
-    const shape = shapeOf(t, i, dtype);
+    const shape = t.shapes[i]!;
     const block = u64At(words, at + 2);
     if (block === 0) {
       place(t, i, emptyHostOutput(dtype, shape));

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { invalidArgument } from "./errors.ts";
+import { invalidArgument } from "../base/errors.ts";
 
 /** Where a copy goes: host memory, the current CUDA device, or CUDA device N. */
 export type Device = "cpu" | "cuda" | `cuda:${number}`;

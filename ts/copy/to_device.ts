@@ -7,11 +7,11 @@
  * @module
  */
 
-import { AsyncCopyHandle, type Copied, startCopyWith } from "./copy.ts";
-import { DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
-import { invalidArgument } from "./errors.ts";
+import { AsyncCopyHandle, type Copied, startCopyWith } from "./start_copy.ts";
+import { DEVICE_CPU, type Device, deviceName, parseDevice } from "../gpu/device.ts";
+import { invalidArgument } from "../base/errors.ts";
 import type { CopyOptions } from "./options.ts";
-import { cudaOrdinal, Stream } from "./stream.ts";
+import { cudaOrdinal, Stream } from "../gpu/stream.ts";
 
 /**
  * A device and the streams its work runs on, for {@link ToDevice}.

@@ -4,10 +4,10 @@
  * @module
  */
 
-import type { BlockHolder } from "./block.ts";
-import { type Device, deviceName } from "./device.ts";
+import type { BlockHolder } from "../gpu/block.ts";
+import { type Device, deviceName } from "../gpu/device.ts";
 import type { DType, TypedArray } from "./dtype.ts";
-import { MtcError, Status } from "./errors.ts";
+import { MtcError, Status } from "../base/errors.ts";
 import { Tensor } from "./tensor.ts";
 
 /**
@@ -20,12 +20,26 @@ export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
 export let constructedDeviceShape: (tensor: DeviceTensor) => readonly number[];
 
 /**
- * How a DeviceTensor is copied back to the host: set by copy.ts, which
- * imports this module (importing copy.ts here would close a module cycle).
+ * @internal Gives a result made before its copy completed (address 0, no
+ * block) its place in device memory, once the copy is over; the holder
+ * share becomes the tensor's. Never called on a tensor handed out.
+ */
+export let settleDeviceTensor: (
+  tensor: DeviceTensor,
+  address: number,
+  block: number,
+  offset: number,
+  packed: boolean,
+  holder: BlockHolder | null,
+) => void;
+
+/**
+ * How a DeviceTensor is copied back to the host: set by copy/start_copy.ts, which
+ * imports this module (importing it here would close a module cycle).
  */
 let copyToHost: ((tensor: DeviceTensor) => TypedArray | Tensor) | null = null;
 
-/** @internal Called once by copy.ts. */
+/** @internal Called once by copy/start_copy.ts. */
 export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor): void {
   copyToHost = fn;
 }
@@ -105,6 +119,14 @@ export class DeviceTensor {
   static {
     holderOf = (tensor) => tensor.#holder;
     constructedDeviceShape = (tensor) => tensor.#shape;
+    settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
+      const t = tensor as { -readonly [K in "address" | "block" | "offset" | "packed"]: DeviceTensor[K] };
+      t.address = address;
+      t.block = block;
+      t.offset = offset;
+      t.packed = packed;
+      tensor.#holder = holder;
+    };
   }
 
   /**

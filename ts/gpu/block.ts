@@ -5,7 +5,7 @@
  * @module
  */
 
-import { library } from "./ffi/library.ts";
+import { library } from "../ffi/library.ts";
 
 /**
  * Backstop for blocks whose DeviceTensors were all dropped without

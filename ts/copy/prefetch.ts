@@ -5,12 +5,12 @@
  * @module
  */
 
-import { AsyncCopyHandle, type Copied, startCopy } from "./copy.ts";
-import type { Device } from "./device.ts";
-import { disposeAll } from "./dispose.ts";
-import { invalidArgument } from "./errors.ts";
+import { AsyncCopyHandle, type Copied, startCopy } from "./start_copy.ts";
+import type { Device } from "../gpu/device.ts";
+import { disposeAll } from "../tensor/dispose.ts";
+import { invalidArgument } from "../base/errors.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
-import { Stream, withStream } from "./stream.ts";
+import { Stream, withStream } from "../gpu/stream.ts";
 
 /** Options of {@link prefetch}: how far ahead, and the copies' own options. */
 export interface PrefetchOptions extends CopyOptions {

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { invalidArgument } from "./errors.ts";
-import { inDenoWorker } from "./runtime.ts";
+import { invalidArgument } from "../base/errors.ts";
+import { inDenoWorker } from "../base/runtime.ts";
 
 /**
  * Options of {@link startCopy}. Every field is optional; the defaults are

@@ -20,8 +20,15 @@ const vectors = new Map<number, readonly number[]>();
 const matrices = new Map<number, Map<number, readonly number[]>>();
 let matrixCount = 0;
 
+/** [n] for n below SMALL, by index: an array read is cheaper than a Map lookup in both engines. */
+const SMALL = 4096;
+const smallVectors: (readonly number[] | undefined)[] = new Array(SMALL).fill(undefined);
+
 /** The frozen shape [n]. */
 export function vectorShape(n: number): readonly number[] {
+  if (n < SMALL && n >= 0 && Number.isInteger(n)) {
+    return smallVectors[n] ??= Object.freeze([n]);
+  }
   let shape = vectors.get(n);
   if (shape === undefined) {
     if (vectors.size >= CACHE_LIMIT) vectors.clear();

@@ -17,7 +17,7 @@
  */
 
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
-import { library, type MtcLibrary } from "./ffi/library.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
 import { Tensor, trustedTensor } from "./tensor.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */

@@ -15,8 +15,8 @@
  */
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
-import { library, requireSymbol } from "./ffi/library.ts";
+import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
 
 const TWO_32 = 4294967296;
 /** Out-parameters: uint64_t *out_stream, mtc_event **out_event, int32_t *out_device. */

@@ -140,6 +140,18 @@ export function typedArrayKind(value: unknown): string | undefined {
   return tag !== undefined && tag in NATURAL_DTYPE ? tag : undefined;
 }
 
+/**
+ * The dtype a bare typed array stands for, or undefined when `view` is no
+ * typed array (a DataView). For the walk: one Map lookup for the common
+ * kinds, the toStringTag for subclasses.
+ */
+export function naturalDType(view: ArrayBufferView): DType | undefined {
+  const dtype = DTYPE_BY_CONSTRUCTOR.get(view.constructor);
+  if (dtype !== undefined) return dtype;
+  const kind = typedArrayKind(view);
+  return kind === undefined ? undefined : NATURAL_DTYPE[kind];
+}
+
 /** True when value is a typed array (not a DataView). */
 export function isTypedArray(value: unknown): value is TypedArray {
   return typedArrayKind(value) !== undefined;

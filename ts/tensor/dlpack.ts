@@ -13,11 +13,11 @@
  * @module
  */
 
-import { BlockHolder } from "./block.ts";
+import { BlockHolder } from "../gpu/block.ts";
 import { DeviceTensor, holderOf } from "./device_tensor.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage } from "./dtype.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
-import { library, requireSymbol } from "./ffi/library.ts";
+import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
 import { frozenShape } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
 

@@ -6,22 +6,19 @@
  * @module
  */
 
-import type { BlockHolder } from "./block.ts";
-import { MtcError, statusName } from "./errors.ts";
-import { library, type MtcLibrary } from "./ffi/library.ts";
-import type { NativeSymbols } from "./ffi/symbols.ts";
-import { Status } from "./errors.ts";
+import { MtcError, statusName } from "../base/errors.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
+import type { NativeSymbols } from "../ffi/symbols.ts";
+import { Status } from "../base/errors.ts";
 import { PLAN_STATS_SIZE } from "./plan_stats.ts";
-import { onExit } from "./runtime.ts";
-import { leafPath, type Traversal } from "./traverse.ts";
+import { onExit } from "../base/runtime.ts";
+import { leafPath, type Traversal } from "./traversal.ts";
 
 /** What a handle holds while it has a C plan; also the finalizer's held value (never the handle). */
 export interface PlanRecord {
   plan: number;
-  /** The inputs (its leaves and held views) and what the results will say. */
+  /** The inputs (its leaves, held views, the block shares of DeviceTensor sources) and the results. */
   traversal: Traversal | null;
-  /** Block shares of DeviceTensor sources, dropped once the copy is done. */
-  shares: BlockHolder[];
 }
 
 const TWO_32 = 4294967296;
@@ -35,7 +32,7 @@ export function u64At(words: Uint32Array, index: number): number {
 export function planError(sym: NativeSymbols, plan: number, status: number, t: Traversal): MtcError {
   const message = sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status);
   const leaf = sym.mtc_plan_error_leaf(plan);
-  const path = leaf >= 0 && leaf < t.leaves.length ? leafPath(t, leaf) : undefined;
+  const path = leaf >= 0 && leaf < t.count ? leafPath(t, leaf) : undefined;
   return new MtcError(status, message, { path });
 }
 
@@ -64,9 +61,8 @@ export function releaseRecord(record: PlanRecord): void {
   // mtc_plan_release waits for a copy in flight, then frees outputs nobody retained.
   library().symbols.mtc_plan_release(record.plan);
   record.plan = 0;
+  record.traversal?.dropShares();
   record.traversal = null;
-  for (const holder of record.shares) holder.drop();
-  record.shares = [];
 }
 
 /**

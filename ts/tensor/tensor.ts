@@ -14,7 +14,7 @@ import {
   type TypedArray,
   typedArrayKind,
 } from "./dtype.ts";
-import { invalidArgument } from "./errors.ts";
+import { invalidArgument } from "../base/errors.ts";
 import { frozenShape } from "./shape.ts";
 
 /**

@@ -5,9 +5,9 @@
  * @module
  */
 
-import { CudaEvent } from "./stream.ts";
-import { MtcError, Status } from "./errors.ts";
-import { library, requireSymbol } from "./ffi/library.ts";
+import { CudaEvent } from "../gpu/stream.ts";
+import { MtcError, Status } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
 import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
 import { planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";

@@ -6,8 +6,8 @@
  */
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, parseDevice } from "./device.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./errors.ts";
-import { library, requireSymbol } from "./ffi/library.ts";
+import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
 
 /**
  * The number of CUDA devices; 0 when there is no CUDA driver

@@ -1,0 +1,230 @@
+/**
+ * Stage 2 of a copy, describe: what each listed leaf is (dtype, shape,
+ * bytes, the view the copy reads), read once, and its `mtc_leaf` (40
+ * bytes), written into one reusable buffer that `mtc_plan_add_leaves`
+ * copies in a single call. The walk calls it for each leaf as it finds it,
+ * so the batch is gone over once.
+ *
+ * @module
+ */
+
+import { DEVICE_CPU } from "../gpu/device.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
+import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { type DType, DTYPE_SIZE, isDType, type TypedArray } from "../tensor/dtype.ts";
+import { invalidArgument } from "../base/errors.ts";
+import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
+import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
+import { formatPath } from "./path.ts";
+import type { Descriptors, Frame, Traversal } from "./traversal.ts";
+
+/** sizeof(mtc_leaf). */
+export const LEAF_BYTES = 40;
+const LEAF_WORDS = LEAF_BYTES / 4;
+const TWO_32 = 4294967296;
+
+/** A host view's address (the runtime's), `bufferRead` saying that `.buffer` was just read. */
+export type PointerOf = (view: ArrayBufferView, bufferRead?: boolean) => number;
+
+function freshDescriptors(): Descriptors {
+  return { words: new Uint32Array(64 * LEAF_WORDS) };
+}
+
+let spare: Descriptors | null = freshDescriptors();
+
+/**
+ * The reusable descriptor buffer, or a fresh one while it is in use (a
+ * getter on a leaf starting a copy inside another). Give it back with
+ * {@link releaseDescriptors}.
+ */
+export function takeDescriptors(): Descriptors {
+  const d = spare ?? freshDescriptors();
+  spare = null;
+  return d;
+}
+
+/** Gives a descriptor buffer back for the next copy. */
+export function releaseDescriptors(d: Descriptors): void {
+  spare = d;
+}
+
+/** The descriptor words with room for leaf i (grown by doubling). */
+function wordsFor(t: Traversal, i: number): Uint32Array {
+  const w = t.descriptors.words;
+  if ((i + 1) * LEAF_WORDS <= w.length) return w;
+  const grown = new Uint32Array(Math.max(64, w.length / LEAF_WORDS * 2) * LEAF_WORDS);
+  grown.set(w);
+  t.descriptors.words = grown;
+  return grown;
+}
+
+/** Writes leaf i's mtc_leaf: contiguous, no flags. */
+function writeLeaf(t: Traversal, i: number, address: number, bytes: number, device: number, elementSize: number): void {
+  const w = wordsFor(t, i);
+  const at = i * LEAF_WORDS;
+  w[at] = address >>> 0; // address
+  w[at + 1] = (address / TWO_32) >>> 0;
+  w[at + 2] = bytes >>> 0; // bytes
+  w[at + 3] = (bytes / TWO_32) >>> 0;
+  w[at + 4] = 0; // row_pitch
+  w[at + 5] = 0;
+  w[at + 6] = device >>> 0; // device (int32)
+  w[at + 7] = elementSize; // element_size
+  w[at + 8] = 0; // row_count: contiguous
+  w[at + 9] = 0; // flags
+}
+
+// Each describe* function lists one leaf (index t.count), writes its
+// descriptor and returns what the walk places where the leaf was: for a
+// device target its result, a DeviceTensor whose address is set once the
+// copy is over; for "cpu", undefined (the key keeps its place; the result
+// is placed once it exists).
+
+/** A host Tensor: its data, dtype and shape as they are now, checked against each other. */
+export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  const data = leaf.data; // read once: a getter may give another array each time
+  const dtype = leaf.dtype;
+  const elementSize = DTYPE_SIZE[dtype];
+  let shape = leaf.shape;
+  let elements: number;
+  if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
+  else {
+    const checked = checkedShape(shape); // reassigned or forged: checked and frozen here
+    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
+    shape = checked;
+    elements = elementCount(checked);
+  }
+  if (data?.byteLength !== elements * elementSize || !ArrayBuffer.isView(data)) {
+    throw shapeMismatch(parent, key, data, shape, dtype, elements);
+  }
+  t.leaves.push(leaf);
+  return describeHost(t, data, dtype, elementSize, shape, parent, key, pointerOf);
+}
+
+/** A bare typed array of `dtype` (the dtype its kind stands for): a 1-D tensor. */
+export function describeArray(t: Traversal, data: TypedArray, dtype: DType, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  t.leaves.push(data);
+  return describeHost(t, data, dtype, (data as Uint8Array).BYTES_PER_ELEMENT, null, parent, key, pointerOf);
+}
+
+/** A host leaf, bound for a device (host leaves bound for the host are reused, never listed). */
+function describeHost(
+  t: Traversal,
+  data: TypedArray,
+  dtype: DType,
+  elementSize: number,
+  shape: readonly number[] | null,
+  parent: Frame | null,
+  key: unknown,
+  pointerOf: PointerOf | null,
+): unknown {
+  const bytes = data.byteLength;
+  if (bytes === 0) checkReadable(parent, key, data);
+  else if ((data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) data = snapshot(data);
+  const i = t.count++;
+  t.views.push(data);
+  // .buffer was read just above (Bun: the view's storage is pinned)
+  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize);
+  const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
+  t.outputs!.push(output);
+  return output;
+}
+
+/** A DeviceTensor on another device: takes a share of its block until the copy has read it. */
+export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: Frame | null, key: unknown): unknown {
+  const device = leaf.deviceIndex;
+  const dtype = leaf.dtype;
+  const bytes = leaf.byteLength;
+  let shape = leaf.shape;
+  if (shape !== constructedDeviceShape(leaf)) shape = checkedShape(shape) ?? constructedDeviceShape(leaf);
+  if (!t.sourceDevices.includes(device)) t.sourceDevices.push(device);
+  const holder = holderOf(leaf);
+  if (holder !== null) {
+    holder.acquire(); // the source block lives until the copy has read it
+    t.shares.push(holder);
+  }
+  const i = t.count++;
+  t.leaves.push(leaf);
+  t.views.push(undefined);
+  writeLeaf(t, i, leaf.address, bytes, device, DTYPE_SIZE[dtype]);
+  if (t.outputs !== null) {
+    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
+    t.outputs.push(output);
+    return output;
+  }
+  t.nodes.push(parent);
+  t.keys.push(key);
+  t.dtypes.push(dtype);
+  t.shapes.push(shape);
+  t.bytes.push(bytes);
+  return undefined;
+}
+
+/**
+ * Deno: fills the host leaves' addresses, eight a call, from their views
+ * (a typed array is cheapest to read an address from as an FFI argument).
+ * DeviceTensor entries pass as NULL: C leaves those addresses as written.
+ */
+export function writeAddresses(lib: MtcLibrary, t: Traversal): void {
+  const setAddresses = lib.symbols.mtc_leaves_set_addresses!;
+  const w = t.descriptors.words;
+  const v = t.views as (TypedArray | null | undefined)[];
+  const count = t.count;
+  for (let k = 0; k < count; k += 8) {
+    setAddresses(w, k, Math.min(8, count - k), v[k] ?? null, v[k + 1] ?? null, v[k + 2] ?? null, v[k + 3] ?? null, v[k + 4] ?? null, v[k + 5] ?? null, v[k + 6] ?? null, v[k + 7] ?? null);
+  }
+}
+
+function isDetached(data: TypedArray): boolean {
+  return (data.buffer as ArrayBuffer & { detached?: boolean }).detached === true;
+}
+
+/** An error about the leaf at (parent, key). */
+function leafError(parent: Frame | null, key: unknown, message: string): Error {
+  return invalidArgument(message, formatPath(parent, key));
+}
+
+/**
+ * Throws for an array that only looks empty: detached, or a fixed-length
+ * view that its resizable ArrayBuffer shrank past (it reads as length 0).
+ */
+function checkReadable(parent: Frame | null, key: unknown, data: TypedArray): void {
+  if (isDetached(data)) {
+    throw leafError(parent, key, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
+  }
+  try {
+    (data as Uint8Array).at(0); // throws only when the view is out of bounds
+  } catch {
+    throw leafError(
+      parent,
+      key,
+      `it is out of bounds of its resizable ArrayBuffer, shrunk to ${data.buffer.byteLength} bytes after the view was made; ` +
+        "an out-of-bounds array cannot be copied",
+    );
+  }
+}
+
+/**
+ * A copy of a view on a resizable ArrayBuffer, on a fixed-length buffer of
+ * its own: the copy reads that instead, so resizing or transferring the
+ * caller's buffer while the copy runs cannot pull memory from under it
+ * (shrinking a resizable buffer gives its pages back at once).
+ */
+function snapshot(data: TypedArray): TypedArray {
+  return (data as Uint8Array).slice() as unknown as TypedArray;
+}
+
+function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
+  if (!ArrayBuffer.isView(data)) return leafError(parent, key, `the Tensor's data is not a typed array`);
+  const kind = data.constructor.name;
+  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${JSON.stringify(dtype)} is not one of the dtypes`);
+  if (data.length === elements) {
+    return leafError(parent, key, `the Tensor's ${kind} holds ${data.byteLength} bytes but ${elements} elements of ${dtype} take ${elements * DTYPE_SIZE[dtype]}`);
+  }
+  return leafError(
+    parent,
+    key,
+    `the Tensor's ${kind} has ${data.length} elements but its shape [${shape.join(", ")}] needs ${elements} ` +
+      "(was its buffer detached or resized?)",
+  );
+}
