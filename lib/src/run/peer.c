@@ -13,8 +13,7 @@ static mtc_status copy_leaves(mtc_transfer *t, mtc_device *source,
   t->stats->copies_issued += count;
   for (uint64_t i = 0; i < count; i++) {
     const mtc_leaf *leaf = &plan->leaves[members[i]];
-    const mtc_placement *place = &plan->layout.placements[members[i]];
-    uint64_t offset = place->kind == MTC_PLACE_PACKED ? place->offset : 0;
+    uint64_t offset = mtc_plan_block_offset(plan, members[i]);
     mtc_status status = mtc_cuda_check(
         t->cu->cuMemcpyPeerAsync(block->address + offset, target->context,
                                  leaf->address, source->context,

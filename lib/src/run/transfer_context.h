@@ -113,6 +113,13 @@ void mtc_plan_keep_block(mtc_plan *plan, mtc_block *block);
 void mtc_plan_keep_pinned(mtc_plan *plan, const mtc_pinned_buffer *buffer);
 void mtc_plan_keep_host(mtc_plan *plan, void *host);
 
+/* Where leaf `index` goes in its output block: its offset in the chunk when
+ * packed, else 0. */
+static inline uint64_t mtc_plan_block_offset(const mtc_plan *plan, uint64_t index) {
+  const mtc_placement *place = &plan->layout.placements[index];
+  return place->kind == MTC_PLACE_PACKED ? place->offset : 0;
+}
+
 /* The whole of a leaf's dense image, to be written to dst. */
 mtc_stage_segment mtc_leaf_segment(const mtc_leaf *leaf, unsigned char *dst);
 
