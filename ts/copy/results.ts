@@ -116,7 +116,8 @@ function emptyHostOutput(dtype: DType, shape: readonly number[]): HostLeaf {
 /**
  * Host target: every leaf becomes a view into one ArrayBuffer per pinned
  * block (covering the leaves in it); each buffer holds one C reference to
- * its block (see tensor/host_output.ts). No bytes are copied.
+ * its block (see tensor/host_output.ts). No bytes are copied, unless the copy
+ * asked for pageable results (then each buffer is a JavaScript-owned copy).
  */
 function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
   const count = t.count;
@@ -131,7 +132,14 @@ function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
     if (span === undefined) spans.set(block, { base: u64At(words, at) - offset, end, buffer: null });
     else if (end > span.end) span.end = end;
   }
-  for (const [block, span] of spans) span.buffer = pinnedBuffer(lib, block, span.base, span.end);
+  for (const [block, span] of spans) {
+    // usePinnedStaging: false asks for pageable results, as accvlab gives: the
+    // bytes are copied out of the pinned block (which the plan still holds, and
+    // frees with itself) into memory JavaScript owns.
+    span.buffer = t.pageableResults
+      ? lib.backend.externalBuffer(span.base, span.end).slice(0)
+      : pinnedBuffer(lib, block, span.base, span.end);
+  }
   for (let i = 0; i < count; i++) {
     const at = i * RESULT_WORDS;
     if ((words[at + 7]! & RESULT_REUSED) !== 0) throw reusedError(i);

@@ -107,6 +107,7 @@ export function startCopyWith<T, D extends Device>(
   let t: Traversal;
   try {
     t = walk(data, target, d, bulk ? null : lib.backend.pointerOf);
+    t.pageableResults = !resolved.usePinnedStaging;
     if (t.count === 0) {
       return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
     }

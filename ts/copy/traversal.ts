@@ -68,6 +68,8 @@ export class Traversal {
   shares: BlockHolder[] = [];
   /** Tensor leaves placed as they are, already on the target (not listed). */
   reused: number = 0;
+  /** "cpu" only: results are JavaScript-owned copies, not views of pinned memory (usePinnedStaging: false). */
+  pageableResults: boolean = false;
 
   constructor(
     /** -1 for the host, N for cuda:N. */
