@@ -53,6 +53,12 @@ static uint64_t env_limit(void) {
   return bytes >= MTC_PINNED_MIN_LIMIT ? bytes : 0;
 }
 
+size_t mtc_pinned_class_bytes(size_t bytes) {
+  size_t class_bytes;
+  size_class(bytes, &class_bytes);
+  return class_bytes;
+}
+
 static void init_limit(void) {
   uint64_t limit = env_limit();
   if (limit == 0) {

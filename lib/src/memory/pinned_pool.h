@@ -60,6 +60,9 @@ mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes,
  * It is kept for reuse while the limit allows, else freed. */
 void mtc_pinned_release(const mtc_pinned_buffer *buffer);
 
+/* The size class (capacity) a request of `bytes` gets. */
+size_t mtc_pinned_class_bytes(size_t bytes);
+
 /* Frees every idle buffer. */
 void mtc_pinned_trim(void);
 

@@ -19,18 +19,12 @@ static int give_up(void *context) {
   return 0;
 }
 
-static size_t rounded_class(uint64_t bytes) {
-  size_t size = MTC_PINNED_MIN_CLASS_BYTES;
-  while (size < bytes && size * 2 > size) size *= 2;
-  return size;
-}
-
 /* Takes staging buffers until pinned_bytes of them are held, then gives
  * them all back to the pool, where they stay idle for the copies to come. */
 static mtc_status reserve_pinned(mtc_device *device, uint64_t pinned_bytes,
                                  uint64_t buffer_bytes) {
   size_t max = mtc_pinned_staging_max_bytes();
-  size_t size = rounded_class(buffer_bytes ? buffer_bytes : DEFAULT_BUFFER_BYTES);
+  size_t size = mtc_pinned_class_bytes(buffer_bytes ? buffer_bytes : DEFAULT_BUFFER_BYTES);
   if (size > max) size = max;
   uint64_t wanted = (pinned_bytes + size - 1) / size;
   if (wanted > MAX_BUFFERS) wanted = MAX_BUFFERS;

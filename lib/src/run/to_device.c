@@ -5,7 +5,6 @@
  * pageable memory to the driver (densified first when strided). */
 #include <stdlib.h>
 
-#include "base/clock.h"
 #include "run/directions.h"
 #include "run/staging.h"
 
@@ -18,7 +17,7 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
   mtc_status status = mtc_transfer_enter_device(t, plan->target, &target);
   if (status != MTC_OK) return status;
   unsigned char *staged;
-  uint64_t begin = mtc_clock_ns();
+  uint64_t begin = mtc_trace_now(t->trace);
   if (plan->options.use_pinned_staging) {
     mtc_pinned_buffer buffer;
     status = mtc_transfer_acquire_staging(t, target, (size_t)chunk->bytes, &buffer);
@@ -30,11 +29,11 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
     mtc_plan_keep_host(plan, staged);
   }
   mtc_trace_span(t->trace, "alloc", "chunk", (int64_t)c, chunk->bytes, begin);
-  begin = mtc_clock_ns();
+  begin = mtc_trace_now(t->trace);
   status = mtc_transfer_stage_chunk(t, members, count, staged);
   if (status != MTC_OK) return status;
   mtc_trace_span(t->trace, "stage", "chunk", (int64_t)c, chunk->bytes, begin);
-  begin = mtc_clock_ns();
+  begin = mtc_trace_now(t->trace);
   mtc_block *block;
   status = mtc_block_new_device(target, chunk->bytes, &block);
   if (status != MTC_OK) return status;
@@ -42,7 +41,7 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
   *out = block;
   mtc_trace_span(t->trace, "alloc", "block", (int64_t)c, chunk->bytes, begin);
   t->stats->copies_issued++;
-  begin = mtc_clock_ns();
+  begin = mtc_trace_now(t->trace);
   status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
                                                       staged, (size_t)chunk->bytes,
                                                       target->stream),
@@ -72,7 +71,7 @@ static mtc_status piece_space(mtc_transfer *t, mtc_device *target, size_t length
       t->slot = (t->slot + 1) % MTC_PIECE_RING;
       slot = &t->pieces[t->slot];
     }
-    uint64_t begin = mtc_clock_ns();
+    uint64_t begin = mtc_trace_now(t->trace);
     if (slot->buffer.ptr == NULL) {
       /* At the pinned pool's limit this may wait for the DMAs of the other
        * piece buffers and give them back too (they are taken again later). */
@@ -114,12 +113,12 @@ static mtc_status stream_own_leaf(mtc_transfer *t, mtc_device *target,
     mtc_stage_segment seg = mtc_leaf_segment(leaf, piece);
     seg.begin = done;
     seg.end = done + length;
-    uint64_t begin = mtc_clock_ns();
+    uint64_t begin = mtc_trace_now(t->trace);
     status = mtc_transfer_stage(t, &seg, 1);
     if (status != MTC_OK) return status;
     mtc_trace_span(t->trace, "stage", "leaf", index, length, begin);
     t->stats->copies_issued++;
-    begin = mtc_clock_ns();
+    begin = mtc_trace_now(t->trace);
     status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2(dst + done, piece,
                                                         (size_t)length,
                                                         target->stream),
@@ -138,7 +137,7 @@ mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
   mtc_status status = mtc_transfer_enter_device(t, plan->target, &target);
   if (status != MTC_OK) return status;
   mtc_block *block;
-  uint64_t begin = mtc_clock_ns();
+  uint64_t begin = mtc_trace_now(t->trace);
   status = mtc_block_new_device(target, leaf->bytes, &block);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(plan, block);

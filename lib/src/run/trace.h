@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "cuda/device.h"
 
 typedef struct mtc_trace mtc_trace;
@@ -18,6 +19,12 @@ typedef struct mtc_trace mtc_trace;
 /* A new trace starting at origin_ns, or NULL when MTC_TRACE is off (or out
  * of memory: tracing is best effort). */
 mtc_trace *mtc_trace_open(uint64_t origin_ns);
+
+/* The start of a span: the clock, read only while tracing (the copy's hot
+ * path pays nothing for the trace when it is off). */
+static inline uint64_t mtc_trace_now(const mtc_trace *trace) {
+  return trace != NULL ? mtc_clock_ns() : 0;
+}
 
 /* Adds a span: `what` (a string literal: "stage", "alloc", "issue", "wait")
  * of `subject` ("chunk", "leaf", ...) number `index`, of `bytes`, from
