@@ -28,6 +28,7 @@
  * @module
  */
 
+import { makeMixedBatch, mixedLeaves } from "./mixed_batch.ts";
 import { currentBackend } from "../ts/ffi/library.ts";
 import { cudaUnavailableReason, type DeviceTensor, disposeAll, poolStats, prefetch, startCopy } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
@@ -88,13 +89,8 @@ if (wanted("S6")) {
   results.push(s6);
 }
 if (wanted("S7")) {
-  const random = seededRandom(7);
-  const mixed = Array.from({ length: 4 }, (_, i) => ({
-    points: randomFloats((1_500_000 + Math.floor(random() * 500_000)) >> 2, 200 + i),
-    labels: randomFloats((100_000 + Math.floor(random() * 30_000)) >> 2, 300 + i),
-    extras: Array.from({ length: 40 }, (_, k) => randomFloats((40 + Math.floor(random() * 361)) >> 2, 1000 * i + k)),
-  }));
-  const leaves = mixed.flatMap((m) => [m.points, m.labels, ...m.extras]);
+  const mixed = makeMixedBatch((bytes, seed) => randomFloats(bytes >> 2, seed));
+  const leaves = mixedLeaves(mixed);
   results.push(await hostToDevice("S7", "mixed: 4 × ~2 MB, 4 × ~120 KB, 160 small, pageable → cuda:0", leaves, mixed, Math.max(20, Math.floor(runs / 4)), false));
 }
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));

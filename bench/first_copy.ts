@@ -12,7 +12,7 @@
  */
 import { disposeAll, startCopy, warmUp } from "../ts/mod.ts";
 import { CommandLine, runtimeName } from "./cli.ts";
-import { seededRandom } from "../examples/example_batch.ts";
+import { makeMixedBatch } from "./mixed_batch.ts";
 
 const cli = new CommandLine(
   `usage: bun bench/first_copy.ts [--warm] [--scenario S2|S7]
@@ -24,15 +24,10 @@ const cli = new CommandLine(
 const scenario = cli.string("scenario") ?? "S7";
 if (scenario !== "S2" && scenario !== "S7") cli.fail(`--scenario: S2 or S7, not "${scenario}"`);
 
-const random = seededRandom(7);
 const floats = (bytes: number) => new Float32Array(bytes >> 2).fill(1.5);
 const batch = scenario === "S2"
   ? Array.from({ length: 8 }, () => floats(16 << 20))
-  : Array.from({ length: 4 }, () => [
-    floats(1_500_000 + Math.floor(random() * 500_000)),
-    floats(100_000 + Math.floor(random() * 30_000)),
-    ...Array.from({ length: 40 }, () => floats(40 + Math.floor(random() * 361))),
-  ]);
+  : makeMixedBatch(floats);
 
 let warmed = "no warm-up";
 if (cli.flag("warm")) {

@@ -14,7 +14,7 @@
 import { disposeAll, startCopy } from "../ts/mod.ts";
 import { getEnv } from "../ts/base/runtime.ts";
 import { CommandLine } from "./cli.ts";
-import { seededRandom } from "../examples/example_batch.ts";
+import { makeMixedBatch, mixedLeaves } from "./mixed_batch.ts";
 
 new CommandLine("usage: [MTC_STAGING_THREADS=N] bun bench/staging_sweep.ts (no options): S2 and S7 across staging piece sizes", {});
 
@@ -24,14 +24,9 @@ function floats(bytes: number, seed: number): Float32Array {
   return a;
 }
 
-const random = seededRandom(7);
 const scenarios: Record<string, Float32Array[]> = {
   S2: Array.from({ length: 8 }, (_, k) => floats(16 << 20, k)),
-  S7: Array.from({ length: 4 }, (_, i) => [
-    floats(1_500_000 + Math.floor(random() * 500_000), i),
-    floats(100_000 + Math.floor(random() * 30_000), 10 + i),
-    ...Array.from({ length: 40 }, (_, k) => floats(40 + Math.floor(random() * 361), 100 * i + k)),
-  ]).flat(),
+  S7: mixedLeaves(makeMixedBatch(floats)),
 };
 const threads = getEnv("MTC_STAGING_THREADS") ?? "default";
 for (const [id, leaves] of Object.entries(scenarios)) {
