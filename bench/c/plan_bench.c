@@ -13,12 +13,16 @@
  *     threads      options.staging_threads, the most staging threads one copy
  *                  uses (MTC_STAGING_THREADS sizes the pool; default: all)
  *   (needs a CUDA device; MTC_CUDA_DRIVER works too)
+ *   PLAN_BENCH_PAGES=huge|small puts each leaf of 64 KiB or more in its own
+ *   mapping advised for transparent huge pages or against them (default:
+ *   malloc's choice), to see what the page size of the source does to staging.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "mtc.h"
@@ -51,9 +55,23 @@ typedef struct batch {
   uint64_t bytes;
 } batch;
 
+/* A leaf's source memory: malloc'd, or with PLAN_BENCH_PAGES set and 64 KiB
+ * or more, a mapping of its own advised for or against huge pages. */
+static void *source_memory(uint64_t bytes) {
+  const char *pages = getenv("PLAN_BENCH_PAGES");
+  if (pages == NULL || bytes < (64u << 10)) return malloc(bytes ? bytes : 1);
+  void *data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
+  madvise(data, bytes, strcmp(pages, "huge") == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  return data;
+}
+
 static void add(batch *b, uint64_t bytes, uint32_t element_size) {
   b->leaves = realloc(b->leaves, (b->count + 1) * sizeof *b->leaves);
-  void *data = malloc(bytes ? bytes : 1);
+  void *data = source_memory(bytes);
   memset(data, (int)(b->count & 0xff), bytes);
   mtc_leaf leaf = {(uint64_t)(uintptr_t)data, bytes, 0, MTC_DEVICE_CPU, element_size, 0, 0};
   b->leaves[b->count++] = leaf;
