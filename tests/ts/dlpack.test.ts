@@ -255,6 +255,22 @@ dlpackTest("host tensors (kDLCPU, kDLCUDAHost) come back as Tensors viewing the 
   onGpu.dispose();
 });
 
+dlpackTest("complex host blocks export as kDLComplex of 64 and 128 bits and come back as complex Tensors", () => {
+  for (const [i, dtype] of (["complex64", "complex128"] as const).entries()) {
+    const input = randomLeaf(dtype, [4, 3], 90 + i) as Tensor;
+    const onGpu = startCopy(input, "cuda:1").get();
+    const address = pinnedDLPack(onGpu, 0);
+    const m = readManaged(address);
+    assertEquals([m.deviceType, m.code, m.bits, m.lanes, m.shape], [DL_CPU, 5, elementSize(dtype) * 8, 1, [4, 3]], dtype);
+    const host = fromDLPack(address) as Tensor;
+    assertEquals([host.dtype, host.shape, host.size, host.data.length], [dtype, [4, 3], 12, 24], dtype);
+    assertSame(host.data.constructor, dtype === "complex64" ? Float32Array : Float64Array, dtype);
+    assertEquals(bytesOf(host), bytesOf(input), `${dtype} values`);
+    assertSame(releaseDLPack(host), true);
+    onGpu.dispose();
+  }
+});
+
 dlpackTest("disposeAll releases imported host tensors too, once, whether bare or in a Tensor", () => {
   const onGpu = startCopy(new Tensor(new Float32Array([1, 2, 3, 4]), [2, 2]), "cuda:0").get();
   const before = poolStats().blocksLive;
