@@ -137,7 +137,10 @@ export function valuesPerElement(dtype: DType): number {
   return dtype === "complex64" || dtype === "complex128" ? 2 : 1;
 }
 
-type TypedArrayCtor = new (buffer: ArrayBuffer, byteOffset?: number, length?: number) => TypedArray;
+interface TypedArrayCtor {
+  new (buffer: ArrayBuffer, byteOffset?: number, length?: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+}
 
 const globals = globalThis as unknown as Record<string, TypedArrayCtor | undefined>;
 
@@ -244,6 +247,6 @@ function storageOf(dtype: DType): TypedArrayCtor {
  */
 export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: number, elements: number): TypedArray | null {
   const ctor = storageOf(dtype);
-  if (byteOffset % (ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT !== 0) return null;
+  if (byteOffset % ctor.BYTES_PER_ELEMENT !== 0) return null;
   return new ctor(buffer, byteOffset, elements * valuesPerElement(dtype));
 }
