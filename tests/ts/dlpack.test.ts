@@ -80,7 +80,7 @@ function readManaged(address: number): Managed {
 
 const CODE: Record<DType, number> = {
   bool: 6, int8: 0, int16: 0, int32: 0, int64: 0, uint8: 1, uint16: 1, uint32: 1, uint64: 1,
-  float16: 2, bfloat16: 4, float32: 2, float64: 2,
+  float16: 2, bfloat16: 4, float32: 2, float64: 2, complex64: 5, complex128: 5,
 };
 
 /**
@@ -255,6 +255,22 @@ dlpackTest("host tensors (kDLCPU, kDLCUDAHost) come back as Tensors viewing the 
   onGpu.dispose();
 });
 
+dlpackTest("complex host blocks export as kDLComplex of 64 and 128 bits and come back as complex Tensors", () => {
+  for (const [i, dtype] of (["complex64", "complex128"] as const).entries()) {
+    const input = randomLeaf(dtype, [4, 3], 90 + i) as Tensor;
+    const onGpu = startCopy(input, "cuda:1").get();
+    const address = pinnedDLPack(onGpu, 0);
+    const m = readManaged(address);
+    assertEquals([m.deviceType, m.code, m.bits, m.lanes, m.shape], [DL_CPU, 5, elementSize(dtype) * 8, 1, [4, 3]], dtype);
+    const host = fromDLPack(address) as Tensor;
+    assertEquals([host.dtype, host.shape, host.size, host.data.length], [dtype, [4, 3], 12, 24], dtype);
+    assertSame(host.data.constructor, dtype === "complex64" ? Float32Array : Float64Array, dtype);
+    assertEquals(bytesOf(host), bytesOf(input), `${dtype} values`);
+    assertSame(releaseDLPack(host), true);
+    onGpu.dispose();
+  }
+});
+
 dlpackTest("disposeAll releases imported host tensors too, once, whether bare or in a Tensor", () => {
   const onGpu = startCopy(new Tensor(new Float32Array([1, 2, 3, 4]), [2, 2]), "cuda:0").get();
   const before = poolStats().blocksLive;
@@ -302,7 +318,7 @@ dlpackTest("fromDLPack rejects what it cannot view, naming why, and leaves the t
     [{ data, shape: [4, 4], strides: [1, 4] }, "MTC_ERR_UNSUPPORTED", "strides [1, 4] of shape [4, 4] are not row-major contiguous"],
     [{ data, shape: [2, 4], strides: [8, 1] }, "MTC_ERR_UNSUPPORTED", "fromDLPack views dense tensors only"],
     [{ data, shape: [2, 4], strides: [8, 1], deviceType: DL_CUDA }, "MTC_ERR_UNSUPPORTED", "(device tensors must be)"],
-    [{ data, shape: [4], code: 5, bits: 64 }, "MTC_ERR_UNSUPPORTED", "DLPack dtype complex of 64 bits has no dtype here"],
+    [{ data, shape: [4], code: 5, bits: 32 }, "MTC_ERR_UNSUPPORTED", "DLPack dtype complex of 32 bits has no dtype here"],
     [{ data, shape: [4], code: 2, bits: 12 }, "MTC_ERR_UNSUPPORTED", "dtype float (code 2, bits 12"],
     [{ data, shape: [4, -1] }, "MTC_ERR_INVALID_ARGUMENT", "shape[1] is -1"],
     [{ data: null, shape: [4] }, "MTC_ERR_INVALID_ARGUMENT", "data is NULL but the tensor holds 16 bytes"],
@@ -325,10 +341,10 @@ dlpackTest("fromDLPack rejects what it cannot view, naming why, and leaves the t
   const before = poolStats().blocksLive;
   const copy = new Uint8Array(80);
   read(exported, copy);
-  copy[52] = 5; // complex64: libmtc copies it, but no dtype here names it
-  copy[53] = 64;
+  copy[52] = 5; // complex32: libmtc copies it, but no dtype here names it
+  copy[53] = 32;
   const copyAddress = library().backend.pointerOf(copy);
-  assertThrows(() => fromDLPack(copyAddress), MtcError, "complex of 64 bits");
+  assertThrows(() => fromDLPack(copyAddress), MtcError, "complex of 32 bits");
   assertSame(poolStats().blocksLive, before, "the block is still the caller's");
   deleteDLPack(copyAddress); // the producer's deleter, through the copy: frees the block
   assertSame(poolStats().blocksLive, before - 1);

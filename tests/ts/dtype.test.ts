@@ -25,10 +25,11 @@ test("dtype: bare typed arrays map to their natural dtype", () => {
 });
 
 test("dtype: sizes, and which dtypes come back as plain typed arrays", () => {
-  assertEquals(DTYPES.length, 13);
-  assertEquals(DTYPES.map((d) => DTYPE_SIZE[d]), [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8]);
+  assertEquals(DTYPES.length, 15);
+  assertEquals(DTYPES.map((d) => DTYPE_SIZE[d]), [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16]);
   assert(!isNaturalDType("bool"));
   assert(!isNaturalDType("bfloat16"));
+  assert(!isNaturalDType("complex64") && !isNaturalDType("complex128"), "a bare Float32Array is float32, never complex");
   assertSame(isNaturalDType("float16"), HAS_FLOAT16_ARRAY);
   assert(isNaturalDType("int64") && isNaturalDType("float32") && isNaturalDType("uint8"));
 });
@@ -91,7 +92,8 @@ test("Tensor: shape product must equal the element count", () => {
 test("Tensor: data must be a typed array that can store the dtype", () => {
   assertThrows(() => new Tensor(new Float32Array(4), [4], "int32"), MtcError, "a Float32Array cannot store dtype int32");
   assertThrows(() => new Tensor(new Int8Array(4), [4], "bool"), MtcError, "use Uint8Array or Uint8ClampedArray");
-  assertThrows(() => new Tensor(new Uint8Array(4), [4], "complex64" as never), MtcError, 'unknown dtype "complex64"');
+  assertThrows(() => new Tensor(new Uint8Array(4), [4], "complex32" as never), MtcError, 'unknown dtype "complex32"');
+  assertThrows(() => new Tensor(new Uint8Array(16), [2], "complex64"), MtcError, "a Uint8Array cannot store dtype complex64 (use Float32Array)");
   assertThrows(() => new Tensor(new DataView(new ArrayBuffer(4)) as never, [4]), MtcError, "must be a typed array, got DataView");
   assertThrows(() => new Tensor([1, 2] as never, [2]), MtcError, "must be a typed array, got Array");
 });

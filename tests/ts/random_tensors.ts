@@ -4,7 +4,7 @@
  * @module
  */
 
-import { DTYPE_SIZE, isNaturalDType } from "../../ts/tensor/dtype.ts";
+import { DTYPE_SIZE, isNaturalDType, valuesPerElement } from "../../ts/tensor/dtype.ts";
 import { type DType, DTYPES, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { seededRandom } from "../../examples/example_batch.ts";
 
@@ -29,6 +29,8 @@ const STORAGE: Record<DType, new (n: number) => TypedArray> = {
   bfloat16: Uint16Array,
   float32: Float32Array,
   float64: Float64Array,
+  complex64: Float32Array, // (real, imaginary) pairs
+  complex128: Float64Array,
 };
 
 /**
@@ -40,7 +42,7 @@ const STORAGE: Record<DType, new (n: number) => TypedArray> = {
 export function randomLeaf(dtype: DType, shape: readonly number[], seed: number): TypedArray | Tensor {
   const random = seededRandom(seed);
   const count = shape.reduce((a, b) => a * b, 1);
-  const data = new STORAGE[dtype](count);
+  const data = new STORAGE[dtype](count * valuesPerElement(dtype));
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   fillRandom(bytes, random);
   if (dtype === "bool") for (let i = 0; i < bytes.length; i++) bytes[i]! &= 1;

@@ -11,7 +11,7 @@
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isDType, type TypedArray } from "../tensor/dtype.ts";
+import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
@@ -218,13 +218,17 @@ function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, sha
   if (!ArrayBuffer.isView(data)) return leafError(parent, key, `the Tensor's data is not a typed array`);
   const kind = data.constructor.name;
   if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${JSON.stringify(dtype)} is not one of the dtypes`);
-  if (data.length === elements) {
+  const values = valuesPerElement(dtype); // 2 for complex: real, imaginary
+  if (data.length % values !== 0) {
+    return leafError(parent, key, `the Tensor's ${kind} has an odd length, ${data.length}, but a ${dtype} element is ${values} values (real, imaginary)`);
+  }
+  if (data.length === elements * values) {
     return leafError(parent, key, `the Tensor's ${kind} holds ${data.byteLength} bytes but ${elements} elements of ${dtype} take ${elements * DTYPE_SIZE[dtype]}`);
   }
   return leafError(
     parent,
     key,
-    `the Tensor's ${kind} has ${data.length} elements but its shape [${shape.join(", ")}] needs ${elements} ` +
+    `the Tensor's ${kind} has ${data.length / values} elements but its shape [${shape.join(", ")}] needs ${elements} ` +
       "(was its buffer detached or resized?)",
   );
 }

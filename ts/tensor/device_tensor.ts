@@ -135,7 +135,8 @@ export class DeviceTensor {
    * that a typed array kind stands for (float32 → Float32Array, int64 →
    * BigInt64Array, float16 → Float16Array where the runtime has it), a
    * {@link Tensor} otherwise (other shapes; bool as Uint8Array, bfloat16 and
-   * float16 without Float16Array as Uint16Array). Use {@link toTensor} for a
+   * float16 without Float16Array as Uint16Array, complex64 and complex128 as
+   * interleaved Float32Array and Float64Array). Use {@link toTensor} for a
    * Tensor always.
    */
   toHost(): TypedArray | Tensor {

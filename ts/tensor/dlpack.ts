@@ -26,6 +26,7 @@ const INT = 0;
 const UINT = 1;
 const FLOAT = 2;
 const BFLOAT = 4;
+const COMPLEX = 5;
 const BOOL = 6;
 
 const DLPACK_CODE: Readonly<Record<DType, number>> = {
@@ -42,6 +43,8 @@ const DLPACK_CODE: Readonly<Record<DType, number>> = {
   bfloat16: BFLOAT,
   float32: FLOAT,
   float64: FLOAT,
+  complex64: COMPLEX,
+  complex128: COMPLEX,
 };
 
 const CODE_NAMES = ["int", "uint", "float", "opaque handle", "bfloat", "complex", "bool"];
@@ -215,7 +218,7 @@ export function fromDLPack(address: number | bigint): DeviceTensor | Tensor {
     throw new MtcError(
       Status.MTC_ERR_UNSUPPORTED,
       `fromDLPack: DLPack dtype ${CODE_NAMES[code] ?? `code ${code}`} of ${bits} bits has no dtype here ` +
-        "(bool, int8-64, uint8-64, float16/32/64, bfloat16)",
+        "(bool, int8-64, uint8-64, float16/32/64, bfloat16, complex64/128)",
     );
   }
   const ndim = view.getInt32(AT_NDIM, true);

@@ -8,7 +8,9 @@
 /**
  * The element types a tensor can have. "bool" is stored one byte per value
  * (Uint8Array); "bfloat16" as raw bits in a Uint16Array; "float16" in a
- * Float16Array where the runtime has one, or as raw bits in a Uint16Array.
+ * Float16Array where the runtime has one, or as raw bits in a Uint16Array;
+ * "complex64" and "complex128" as interleaved (real, imaginary) pairs in a
+ * Float32Array and a Float64Array, two array values per element.
  */
 export type DType =
   | "bool"
@@ -23,7 +25,9 @@ export type DType =
   | "float16"
   | "bfloat16"
   | "float32"
-  | "float64";
+  | "float64"
+  | "complex64"
+  | "complex128";
 
 /** Every typed array kind the library accepts as tensor storage. */
 export type TypedArray =
@@ -65,6 +69,8 @@ export const DTYPE_SIZE: Readonly<Record<DType, number>> = {
   bfloat16: 2,
   float32: 4,
   float64: 8,
+  complex64: 8,
+  complex128: 16,
 };
 
 /**
@@ -119,9 +125,22 @@ const STORAGE: Readonly<Record<DType, readonly string[]>> = {
   bfloat16: ["Uint16Array"],
   float32: ["Float32Array"],
   float64: ["Float64Array"],
+  complex64: ["Float32Array"],
+  complex128: ["Float64Array"],
 };
 
-type TypedArrayCtor = new (buffer: ArrayBuffer, byteOffset?: number, length?: number) => TypedArray;
+/**
+ * Typed array values per element: 2 for the complex dtypes (real, imaginary),
+ * 1 for the rest. A tensor's element count is its array's length divided by this.
+ */
+export function valuesPerElement(dtype: DType): number {
+  return dtype === "complex64" || dtype === "complex128" ? 2 : 1;
+}
+
+interface TypedArrayCtor {
+  new (buffer: ArrayBuffer, byteOffset?: number, length?: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+}
 
 const globals = globalThis as unknown as Record<string, TypedArrayCtor | undefined>;
 
@@ -190,19 +209,21 @@ export function storageKinds(dtype: DType): readonly string[] {
 /**
  * True when a 1-D tensor of this dtype comes back from the device as a plain
  * typed array (its dtype is what that array kind stands for); false for
- * "bool", "bfloat16", and "float16" where there is no Float16Array.
+ * "bool", "bfloat16", the complex dtypes, and "float16" where there is no
+ * Float16Array.
  */
 export function isNaturalDType(dtype: DType): boolean {
-  if (dtype === "bool" || dtype === "bfloat16") return false;
+  if (dtype === "bool" || dtype === "bfloat16" || dtype === "complex64" || dtype === "complex128") return false;
   return dtype !== "float16" || HAS_FLOAT16_ARRAY;
 }
 
 /**
- * A fresh, zeroed, ArrayBuffer-backed typed array that stores `length`
- * elements of `dtype` (Float16Array for float16 where available).
+ * A fresh, zeroed, ArrayBuffer-backed typed array that stores `elements`
+ * elements of `dtype` (Float16Array for float16 where available; two values
+ * an element for the complex dtypes).
  */
-export function allocateStorage(dtype: DType, length: number): TypedArray {
-  return new (storageOf(dtype))(new ArrayBuffer(length * DTYPE_SIZE[dtype]), 0, length);
+export function allocateStorage(dtype: DType, elements: number): TypedArray {
+  return new (storageOf(dtype))(new ArrayBuffer(elements * DTYPE_SIZE[dtype]), 0, elements * valuesPerElement(dtype));
 }
 
 /** Per dtype, the first of its storage kinds this runtime has; found once (copies make views by the hundred). */
@@ -220,10 +241,12 @@ function storageOf(dtype: DType): TypedArrayCtor {
 
 /**
  * A typed array of the kind that stores `dtype` (as {@link allocateStorage}
- * picks it) viewing `length` elements of `buffer` from `byteOffset`, or null
- * when `byteOffset` is not a multiple of the element size.
+ * picks it) viewing `elements` elements of `buffer` from `byteOffset`, or
+ * null when `byteOffset` is not a multiple of the array's value size (for
+ * the complex dtypes, that of one part: 4 or 8 bytes).
  */
-export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray | null {
-  if (byteOffset % DTYPE_SIZE[dtype] !== 0) return null;
-  return new (storageOf(dtype))(buffer, byteOffset, length);
+export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: number, elements: number): TypedArray | null {
+  const ctor = storageOf(dtype);
+  if (byteOffset % ctor.BYTES_PER_ELEMENT !== 0) return null;
+  return new ctor(buffer, byteOffset, elements * valuesPerElement(dtype));
 }

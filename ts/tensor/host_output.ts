@@ -69,7 +69,8 @@ export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, by
 }
 
 /**
- * The leaf `byteOffset` bytes into `buffer`: `length` elements of `dtype`,
+ * The leaf `byteOffset` bytes into `buffer`: `length` elements of `dtype`
+ * (elements, not array values: a complex element is two),
  * as a typed array view (1-D, natural dtype) or a Tensor over one with
  * `shape` (frozen). Copies out only in the unexpected case of an offset
  * misaligned for the element type.

@@ -13,6 +13,7 @@ import {
   storageKinds,
   type TypedArray,
   typedArrayKind,
+  valuesPerElement,
 } from "./dtype.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { frozenShape } from "./shape.ts";
@@ -28,16 +29,19 @@ export let constructedSize: (tensor: Tensor) => number;
 
 /**
  * A dense, row-major tensor in host memory: `data` holds exactly
- * `shape.reduce((a, b) => a * b, 1)` elements of `dtype`.
+ * `shape.reduce((a, b) => a * b, 1)` elements of `dtype` (for "complex64"
+ * and "complex128", twice as many values: real and imaginary interleaved).
  *
  * A bare typed array in a batch is a 1-D tensor of its element type; use a
- * Tensor for other shapes and for "bool", "bfloat16" (Uint16Array storage)
- * and "float16" stored as Uint16Array.
+ * Tensor for other shapes and for "bool", "bfloat16" (Uint16Array storage),
+ * "float16" stored as Uint16Array, and the complex dtypes (a bare
+ * Float32Array is always float32).
  *
  * @example
  * ```ts
  * const boxes = new Tensor(new Float32Array(30 * 4), [30, 4]);
  * const active = new Tensor(new Uint8Array(30), [30], "bool");
+ * const phases = new Tensor(new Float32Array([1, 0, 0, 1]), [2], "complex64"); // 1, i
  * ```
  */
 export class Tensor {
@@ -58,7 +62,8 @@ export class Tensor {
   /**
    * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
    * array that can store `dtype`, or when the shape does not describe
-   * exactly `data.length` elements.
+   * exactly the elements `data` holds (`data.length`, halved for the
+   * complex dtypes, whose arrays must then have an even length).
    */
   constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
     if (trusting) {
@@ -67,7 +72,7 @@ export class Tensor {
       this.data = data;
       this.shape = this.#shape = shape;
       this.dtype = dtype!;
-      this.size = this.#size = data.length;
+      this.size = this.#size = data.length / valuesPerElement(dtype!);
       return;
     }
     const kind = typedArrayKind(data);
@@ -94,9 +99,16 @@ export class Tensor {
       }
       count *= extent;
     }
-    if (count !== data.length) {
+    const values = valuesPerElement(resolved);
+    if (data.length % values !== 0) {
       throw invalidArgument(
-        `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length}`,
+        `a ${resolved} element is ${values} values (real, imaginary), but the ${kind} has an odd length, ${data.length}`,
+      );
+    }
+    if (count !== data.length / values) {
+      throw invalidArgument(
+        `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length / values}` +
+          (values === 1 ? "" : ` (${data.length} values, ${values} an element of ${resolved})`),
       );
     }
     this.data = data;
@@ -113,7 +125,7 @@ export class Tensor {
 
   /** Bytes the tensor occupies (elements × element size). */
   get byteLength(): number {
-    return this.data.length * DTYPE_SIZE[this.dtype];
+    return (this.data.length / valuesPerElement(this.dtype)) * DTYPE_SIZE[this.dtype];
   }
 }
 
