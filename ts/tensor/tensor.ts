@@ -16,6 +16,7 @@ import {
 } from "./dtype.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { frozenShape } from "./shape.ts";
+import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
 /**
  * @internal The shape a Tensor's constructor froze, or undefined for an
@@ -39,9 +40,23 @@ export let constructedSize: (tensor: Tensor) => number;
  * const boxes = new Tensor(new Float32Array(30 * 4), [30, 4]);
  * const active = new Tensor(new Uint8Array(30), [30], "bool");
  * ```
+ *
+ * A strided tensor reads its elements from anywhere in `data`: give its
+ * layout (strides and offset in elements). Copies of it are dense.
+ *
+ * @example
+ * ```ts
+ * const image = new Float32Array(480 * 640 * 3);            // H x W x C
+ * const chw = new Tensor(image, [3, 480, 640], "float32", { strides: [1, 1920, 3] });
+ * const everyOtherRow = new Tensor(image, [240, 640, 3], "float32", { strides: [3840, 3, 1] });
+ * ```
  */
 export class Tensor {
-  /** The elements, row-major. The copy reads exactly these bytes. */
+  /**
+   * The elements, row-major; for a strided tensor, the storage its layout
+   * reads. The copy reads exactly these bytes (a strided one: the elements
+   * its layout names).
+   */
   readonly data: TypedArray;
   /**
    * Extent of each dimension; [] is a scalar (one element). Frozen: tensors
@@ -52,15 +67,27 @@ export class Tensor {
   readonly dtype: DType;
   /** Number of elements (the product of the shape), fixed at construction. */
   readonly size: number;
+  /**
+   * Strides in elements, one per dimension, when the tensor is strided;
+   * undefined for a dense one (a layout given with the strides of its shape
+   * is dense). Frozen.
+   */
+  readonly strides: readonly number[] | undefined;
+  /** Index in `data` of the first element: 0 unless strided. */
+  readonly offset: number;
   #shape: readonly number[];
   #size: number;
 
   /**
    * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
    * array that can store `dtype`, or when the shape does not describe
-   * exactly `data.length` elements.
+   * exactly `data.length` elements. With `layout`, `data` may be larger:
+   * the error is then for strides that are not integers >= 0 (one per
+   * dimension), an offset that is not an integer >= 0, and a layout that
+   * reads outside `data`. A dense layout (the strides of the shape) keeps
+   * `data.subarray(offset, offset + size)` as a dense tensor's data.
    */
-  constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
+  constructor(data: TypedArray, shape: readonly number[], dtype?: DType, layout?: TensorLayout) {
     if (trusting) {
       // Made by a copy from data it laid out itself: nothing to check, and
       // the shape is the source's own frozen array. Same fields, same order.
@@ -68,6 +95,8 @@ export class Tensor {
       this.shape = this.#shape = shape;
       this.dtype = dtype!;
       this.size = this.#size = data.length;
+      this.strides = undefined;
+      this.offset = 0;
       return;
     }
     const kind = typedArrayKind(data);
@@ -94,16 +123,35 @@ export class Tensor {
       }
       count *= extent;
     }
-    if (count !== data.length) {
-      throw invalidArgument(
-        `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length}`,
-      );
+    let strides: readonly number[] | undefined;
+    let offset = 0;
+    if (layout === undefined) {
+      if (count !== data.length) {
+        throw invalidArgument(
+          `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length}`,
+        );
+      }
+    } else {
+      // Read once, like the shape: what is checked is what is kept.
+      const given = layout.strides;
+      const checked = given === undefined ? denseStrides(shape) : Array.isArray(given) ? given.slice() : given;
+      offset = layout.offset ?? 0;
+      const elementSize = DTYPE_SIZE[resolved];
+      const problem = layoutProblem(shape, count, checked, offset, Math.floor(data.byteLength / elementSize));
+      if (problem !== null) throw invalidArgument(problem);
+      if (count === 0 || isDenseLayout(shape, checked)) {
+        const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT; // storage elements per element
+        data = (data as Uint8Array).subarray(offset * lanes, (offset + count) * lanes) as unknown as TypedArray;
+        offset = 0;
+      } else strides = Object.freeze(checked);
     }
     this.data = data;
     // Frozen once here, so that copies can share it without copying it.
     this.shape = this.#shape = frozenShape(shape);
     this.dtype = resolved;
     this.size = this.#size = count;
+    this.strides = strides;
+    this.offset = offset;
   }
 
   static {
@@ -111,9 +159,9 @@ export class Tensor {
     constructedSize = (tensor) => tensor.#size;
   }
 
-  /** Bytes the tensor occupies (elements × element size). */
+  /** Bytes the tensor occupies (elements × element size); a strided one, its dense copy. */
   get byteLength(): number {
-    return this.data.length * DTYPE_SIZE[this.dtype];
+    return this.#size * DTYPE_SIZE[this.dtype];
   }
 }
 
