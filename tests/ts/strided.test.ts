@@ -40,12 +40,12 @@ test("strided tensors: layouts are checked and dense ones stay dense", () => {
   assertSame(strided.data, data, "a strided tensor keeps its storage");
 });
 
-test("strided tensors: copied dense to cpu, packed and unpacked, every dtype", async () => {
+test("strided tensors: copied dense to cpu, packed and unpacked, pageable results too, every dtype", async () => {
   const input = batch();
-  for (const pack of [true, false]) {
-    const handle = startCopy(input, "cpu", { packThresholdBytes: THRESHOLD, packCpuTensors: pack });
+  for (const [pack, usePinnedStaging] of [[true, true], [false, true], [true, false]]) {
+    const handle = startCopy(input, "cpu", { packThresholdBytes: THRESHOLD, packCpuTensors: pack, usePinnedStaging });
     const out = (await handle) as Record<string, Tensor>;
-    for (const [name, t] of Object.entries(input)) checkDense(out[name]!, t, `cpu ${name}`);
+    for (const [name, t] of Object.entries(input)) checkDense(out[name]!, t, `cpu (packed ${pack}, pinned ${usePinnedStaging}) ${name}`);
     const stats = handle.stats();
     const small = Object.entries(input).filter(([name, t]) => name.endsWith("small") && t.size > 0).length;
     assertSame(stats.leavesPacked, pack ? small : 0, "the small strided leaves are packed");
