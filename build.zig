@@ -22,7 +22,7 @@ const lib_folders = [_]SourceFolder{
     // where each leaf goes: reused, packed into a chunk, or its own block
     .{ .path = "lib/src/layout", .files = &.{"planner.c"} },
     // gathering host leaves into staging memory on the staging threads
-    .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c" } },
+    .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c", "strided.c" } },
     // output blocks, the pinned pool, DLPack
     .{ .path = "lib/src/memory", .files = &.{ "block.c", "dlpack.c", "pinned_pool.c", "warm_up.c" } },
     // the driver (loaded at run time), devices, streams, events, kernels
@@ -100,6 +100,7 @@ const device_tests = [_][]const u8{
     "test_staging",
     "test_misuse",
     "test_pinned_limit",
+    "test_strided",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

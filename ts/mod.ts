@@ -67,4 +67,5 @@ export { type DeviceToHostPath, type PlanStats } from "./copy/plan_stats.ts";
 export { prefetch, type PrefetchOptions } from "./copy/prefetch.ts";
 export { CudaEvent, currentStream, Stream, withStream } from "./gpu/stream.ts";
 export { Tensor } from "./tensor/tensor.ts";
+export type { TensorLayout } from "./tensor/strides.ts";
 export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./copy/to_device.ts";

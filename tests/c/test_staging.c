@@ -37,7 +37,7 @@ static void one_range(uint64_t n, size_t src_skew, size_t dst_skew, unsigned thr
   uint8_t *buffer = malloc((size_t)n + dst_skew + 2 * GUARD);
   memset(buffer, 0xA5, (size_t)n + dst_skew + 2 * GUARD);
   uint8_t *dst = buffer + GUARD + dst_skew;
-  mtc_stage_segment seg = {dst, src + src_skew, 0, n, 0, 0};
+  mtc_stage_segment seg = {dst, src + src_skew, 0, n, 0, 0, NULL};
   mtc_stage_copy(&seg, 1, threads);
   int exact = memcmp(dst, src + src_skew, (size_t)n) == 0;
   int guarded = 1;
@@ -86,6 +86,7 @@ static void test_segments(unsigned threads, uint64_t scale) {
     segs[i].end = end;
     segs[i].row_bytes = rows > 1 ? row_bytes : 0;
     segs[i].row_pitch = rows > 1 ? pitch : 0;
+    segs[i].strided = NULL;
     total += end - begin;
   }
   uint8_t *out = malloc((size_t)total + 1);

@@ -15,6 +15,7 @@ import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } fr
 import { invalidArgument } from "../base/errors.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
+import { layoutProblem, layoutSpan, MAX_STRIDED_RANK } from "../tensor/strides.ts";
 import { formatPath } from "./path.ts";
 import type { Descriptors, Frame, Traversal } from "./traversal.ts";
 
@@ -82,6 +83,8 @@ function writeLeaf(t: Traversal, i: number, address: number, bytes: number, devi
 
 /** A host Tensor: its data, dtype and shape as they are now, checked against each other. */
 export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  const strides = leaf.strides;
+  if (strides !== undefined) return describeStrided(t, leaf, strides, parent, key, pointerOf);
   const data = leaf.data; // read once: a getter may give another array each time
   const dtype = leaf.dtype;
   const elementSize = DTYPE_SIZE[dtype];
@@ -128,6 +131,63 @@ function describeHost(
   const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
   t.outputs!.push(output);
   return output;
+}
+
+/**
+ * A strided host Tensor: the part of its data that its layout reads, and
+ * that layout in bytes for mtc_plan_set_leaf_layout, checked again here
+ * (fields can be reassigned after construction). It is copied dense, also
+ * to "cpu".
+ */
+function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[], parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  const data = leaf.data;
+  const dtype = leaf.dtype;
+  const offset = leaf.offset;
+  const elementSize = DTYPE_SIZE[dtype];
+  if (!ArrayBuffer.isView(data) || elementSize === undefined) throw shapeMismatch(parent, key, data, leaf.shape, dtype, 0);
+  let shape = leaf.shape;
+  let elements: number;
+  if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
+  else {
+    const checked = checkedShape(shape);
+    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
+    shape = checked;
+    elements = elementCount(checked);
+  }
+  const problem = layoutProblem(shape, elements, strides, offset, Math.floor(data.byteLength / elementSize));
+  if (problem !== null) throw leafError(parent, key, problem);
+  // Dimensions of extent 1 never move the read: left out, so that up to 8 others fit.
+  const extents: number[] = [];
+  const byteStrides: number[] = [];
+  for (let d = 0; d < shape.length; d++) {
+    if (shape[d] === 1) continue;
+    extents.push(shape[d]!);
+    byteStrides.push(strides[d]! * elementSize);
+  }
+  if (extents.length > MAX_STRIDED_RANK) {
+    throw leafError(parent, key, `a strided Tensor may have at most ${MAX_STRIDED_RANK} dimensions of extent > 1; this one has ${extents.length}`);
+  }
+  const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
+  const [begin, end] = elements === 0 ? [offset, offset] : layoutSpan(shape, strides, offset);
+  let view = (data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray;
+  if ((data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) view = snapshot(view);
+  const bytes = elements * elementSize;
+  const i = t.count++;
+  t.leaves.push(leaf);
+  t.views.push(view);
+  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
+  if (bytes > 0 && extents.length > 0) (t.layouts ??= []).push({ index: i, shape: extents, byteStrides });
+  if (t.outputs !== null) {
+    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
+    t.outputs.push(output);
+    return output;
+  }
+  t.nodes.push(parent);
+  t.keys.push(key);
+  t.dtypes.push(dtype);
+  t.shapes.push(shape);
+  t.bytes.push(bytes);
+  return undefined;
 }
 
 /** A DeviceTensor on another device: takes a share of its block until the copy has read it. */

@@ -19,7 +19,7 @@ import type { MtcLibrary } from "../ffi/library.ts";
 import { hostLeafView, pinnedBuffer } from "../tensor/host_output.ts";
 import { planError, u64At } from "./plan_record.ts";
 import { MtcError, Status } from "../base/errors.ts";
-import { trustedTensor } from "../tensor/tensor.ts";
+import { Tensor, trustedTensor } from "../tensor/tensor.ts";
 import { place, type Traversal } from "./traversal.ts";
 import type { HostLeaf } from "./types.ts";
 
@@ -107,9 +107,9 @@ interface HostSpan {
 }
 
 /** A zero-byte device→host result: an empty array of the leaf's kind. */
-function emptyHostOutput(dtype: DType, shape: readonly number[]): HostLeaf {
+function emptyHostOutput(dtype: DType, shape: readonly number[], natural: boolean): HostLeaf {
   const data = allocateStorage(dtype, 0);
-  if (shape.length === 1 && isNaturalDType(dtype)) return data;
+  if (shape.length === 1 && natural) return data;
   return trustedTensor(data, shape, dtype);
 }
 
@@ -145,14 +145,16 @@ function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
     if ((words[at + 7]! & RESULT_REUSED) !== 0) throw reusedError(i);
     const dtype = t.dtypes[i]!;
     const shape = t.shapes[i]!;
+    // A Tensor source (strided, copied dense) stays a Tensor, whatever its shape.
+    const natural = isNaturalDType(dtype) && !(t.leaves[i] instanceof Tensor);
     const block = u64At(words, at + 2);
     if (block === 0) {
-      place(t, i, emptyHostOutput(dtype, shape));
+      place(t, i, emptyHostOutput(dtype, shape, natural));
       continue;
     }
     const span = spans.get(block)!;
     const offset = u64At(words, at) - span.base;
     const length = t.bytes[i]! / DTYPE_SIZE[dtype];
-    place(t, i, hostLeafView(span.buffer!, offset, dtype, shape, length, isNaturalDType(dtype)));
+    place(t, i, hostLeafView(span.buffer!, offset, dtype, shape, length, natural));
   }
 }

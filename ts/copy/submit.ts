@@ -16,6 +16,7 @@ import { openScopes, type Stream, streamFor } from "../gpu/stream.ts";
 import { writeAddresses } from "./describe.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
+import { encodeLayout, LAYOUT_SIZE } from "./layout_record.ts";
 import type { Traversal } from "./traversal.ts";
 
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
@@ -63,6 +64,19 @@ function bindStreams(
   }
 }
 
+const layoutBytes = new Uint8Array(LAYOUT_SIZE);
+const layoutView = new DataView(layoutBytes.buffer);
+
+/** Gives each strided leaf its layout (mtc_plan_set_leaf_layout), one call per leaf. */
+function setLayouts(sym: NativeSymbols, plan: number, t: Traversal): void {
+  const setLayout = requireSymbol("mtc_plan_set_leaf_layout", "strided tensors");
+  for (const leaf of t.layouts!) {
+    encodeLayout(leaf, layoutView);
+    const status = setLayout(plan, leaf.index, layoutBytes);
+    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+  }
+}
+
 /**
  * Creates, fills and submits the plan of walk `t` (which listed at least
  * one leaf). The record holds the walk, and with it the inputs, until the
@@ -90,6 +104,7 @@ export function submitPlan(
     if (addressesInBulk) writeAddresses(lib, t);
     let status = sym.mtc_plan_add_leaves(plan, t.descriptors.words, t.count);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+    if (t.layouts !== null) setLayouts(sym, plan, t);
     if (openScopes !== 0 || streams !== null) bindStreams(sym, plan, t.target, t.sourceDevices, streams);
     status = sym.mtc_plan_submit(plan);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);

@@ -28,6 +28,13 @@ export interface Frame extends PathNode {
   readonly depth: number;
 }
 
+/** A strided host leaf: its index and its dense-image layout in bytes (dimensions of extent 1 left out). */
+export interface StridedLeaf {
+  readonly index: number;
+  readonly shape: readonly number[];
+  readonly byteStrides: readonly number[];
+}
+
 /** The descriptor buffer the walk writes into: one mtc_leaf per listed leaf. */
 export interface Descriptors {
   words: Uint32Array;
@@ -66,6 +73,8 @@ export class Traversal {
   readonly sourceDevices: number[] = [];
   /** Block shares of DeviceTensor sources: their blocks live until the copy has read them. */
   shares: BlockHolder[] = [];
+  /** Strided leaves: the index of each, then its mtc_leaf_layout (null until the first). */
+  layouts: StridedLeaf[] | null = null;
   /** Tensor leaves placed as they are, already on the target (not listed). */
   reused: number = 0;
   /** "cpu" only: results are JavaScript-owned copies, not views of pinned memory (usePinnedStaging: false). */

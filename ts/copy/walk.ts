@@ -132,7 +132,7 @@ function walkInto(t: Traversal, data: unknown, state: WalkState, pointerOf: Poin
  */
 function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, state: WalkState, pointerOf: PointerOf | null): unknown {
   if (v instanceof Tensor) {
-    if (t.target === DEVICE_CPU) return reuse(t, v);
+    if (t.target === DEVICE_CPU && v.strides === undefined) return reuse(t, v); // strided: copied dense
     return describeTensor(t, v, parent, key, pointerOf);
   }
   if (ArrayBuffer.isView(v)) {

@@ -125,6 +125,15 @@ export const symbols = {
     ],
     result: "i32", /* mtc_status */
   },
+  mtc_plan_set_leaf_layout: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "u64", /* uint64_t index */
+      "buffer", /* const mtc_leaf_layout *layout */
+    ],
+    result: "i32", /* mtc_status */
+  },
   mtc_plan_leaf_count: {
     args: ["ptr" /* const mtc_plan *plan */],
     result: "u64", /* uint64_t */

@@ -17,6 +17,7 @@ import {
 } from "./dtype.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { frozenShape } from "./shape.ts";
+import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
 /**
  * @internal The shape a Tensor's constructor froze, or undefined for an
@@ -43,9 +44,23 @@ export let constructedSize: (tensor: Tensor) => number;
  * const active = new Tensor(new Uint8Array(30), [30], "bool");
  * const phases = new Tensor(new Float32Array([1, 0, 0, 1]), [2], "complex64"); // 1, i
  * ```
+ *
+ * A strided tensor reads its elements from anywhere in `data`: give its
+ * layout (strides and offset in elements). Copies of it are dense.
+ *
+ * @example
+ * ```ts
+ * const image = new Float32Array(480 * 640 * 3);            // H x W x C
+ * const chw = new Tensor(image, [3, 480, 640], "float32", { strides: [1, 1920, 3] });
+ * const everyOtherRow = new Tensor(image, [240, 640, 3], "float32", { strides: [3840, 3, 1] });
+ * ```
  */
 export class Tensor {
-  /** The elements, row-major. The copy reads exactly these bytes. */
+  /**
+   * The elements, row-major; for a strided tensor, the storage its layout
+   * reads. The copy reads exactly these bytes (a strided one: the elements
+   * its layout names).
+   */
   readonly data: TypedArray;
   /**
    * Extent of each dimension; [] is a scalar (one element). Frozen: tensors
@@ -56,6 +71,14 @@ export class Tensor {
   readonly dtype: DType;
   /** Number of elements (the product of the shape), fixed at construction. */
   readonly size: number;
+  /**
+   * Strides in elements, one per dimension, when the tensor is strided;
+   * undefined for a dense one (a layout given with the strides of its shape
+   * is dense). Frozen.
+   */
+  readonly strides: readonly number[] | undefined;
+  /** Index in `data` of the first element: 0 unless strided. */
+  readonly offset: number;
   #shape: readonly number[];
   #size: number;
 
@@ -63,9 +86,14 @@ export class Tensor {
    * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) when `data` is not a typed
    * array that can store `dtype`, or when the shape does not describe
    * exactly the elements `data` holds (`data.length`, halved for the
-   * complex dtypes, whose arrays must then have an even length).
+   * complex dtypes, whose arrays must then have an even length). With
+   * `layout`, `data` may be larger: the error is then for strides that
+   * are not integers >= 0 (one per dimension), an offset that is not an
+   * integer >= 0, and a layout that reads outside `data`. A dense layout
+   * (the strides of the shape) keeps `data.subarray(offset, offset + size)`
+   * as a dense tensor's data.
    */
-  constructor(data: TypedArray, shape: readonly number[], dtype?: DType) {
+  constructor(data: TypedArray, shape: readonly number[], dtype?: DType, layout?: TensorLayout) {
     if (trusting) {
       // Made by a copy from data it laid out itself: nothing to check, and
       // the shape is the source's own frozen array. Same fields, same order.
@@ -73,6 +101,8 @@ export class Tensor {
       this.shape = this.#shape = shape;
       this.dtype = dtype!;
       this.size = this.#size = data.length / valuesPerElement(dtype!);
+      this.strides = undefined;
+      this.offset = 0;
       return;
     }
     const kind = typedArrayKind(data);
@@ -99,23 +129,42 @@ export class Tensor {
       }
       count *= extent;
     }
-    const values = valuesPerElement(resolved);
-    if (data.length % values !== 0) {
-      throw invalidArgument(
-        `a ${resolved} element is ${values} values (real, imaginary), but the ${kind} has an odd length, ${data.length}`,
-      );
-    }
-    if (count !== data.length / values) {
-      throw invalidArgument(
-        `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length / values}` +
-          (values === 1 ? "" : ` (${data.length} values, ${values} an element of ${resolved})`),
-      );
+    let strides: readonly number[] | undefined;
+    let offset = 0;
+    if (layout === undefined) {
+      const values = valuesPerElement(resolved);
+      if (data.length % values !== 0) {
+        throw invalidArgument(
+          `a ${resolved} element is ${values} values (real, imaginary), but the ${kind} has an odd length, ${data.length}`,
+        );
+      }
+      if (count !== data.length / values) {
+        throw invalidArgument(
+          `shape [${shape.join(", ")}] has ${count} elements but the ${kind} has ${data.length / values}` +
+            (values === 1 ? "" : ` (${data.length} values, ${values} an element of ${resolved})`),
+        );
+      }
+    } else {
+      // Read once, like the shape: what is checked is what is kept.
+      const given = layout.strides;
+      const checked = given === undefined ? denseStrides(shape) : Array.isArray(given) ? given.slice() : given;
+      offset = layout.offset ?? 0;
+      const elementSize = DTYPE_SIZE[resolved];
+      const problem = layoutProblem(shape, count, checked, offset, Math.floor(data.byteLength / elementSize));
+      if (problem !== null) throw invalidArgument(problem);
+      if (count === 0 || isDenseLayout(shape, checked)) {
+        const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT; // storage elements per element
+        data = (data as Uint8Array).subarray(offset * lanes, (offset + count) * lanes) as unknown as TypedArray;
+        offset = 0;
+      } else strides = Object.freeze(checked);
     }
     this.data = data;
     // Frozen once here, so that copies can share it without copying it.
     this.shape = this.#shape = frozenShape(shape);
     this.dtype = resolved;
     this.size = this.#size = count;
+    this.strides = strides;
+    this.offset = offset;
   }
 
   static {
@@ -123,9 +172,9 @@ export class Tensor {
     constructedSize = (tensor) => tensor.#size;
   }
 
-  /** Bytes the tensor occupies (elements × element size). */
+  /** Bytes the tensor occupies (elements × element size); a strided one, its dense copy. */
   get byteLength(): number {
-    return (this.data.length / valuesPerElement(this.dtype)) * DTYPE_SIZE[this.dtype];
+    return this.#size * DTYPE_SIZE[this.dtype];
   }
 }
 

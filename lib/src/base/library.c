@@ -9,6 +9,7 @@
 
 /* The layouts that bindings hard-code. */
 _Static_assert(sizeof(mtc_leaf) == 40, "mtc_leaf is 40 bytes");
+_Static_assert(sizeof(mtc_leaf_layout) == 136, "mtc_leaf_layout is 136 bytes");
 _Static_assert(sizeof(mtc_leaf_result) == 32, "mtc_leaf_result is 32 bytes");
 _Static_assert(sizeof(mtc_options) == 56, "mtc_options is 56 bytes");
 _Static_assert(sizeof(mtc_stats) == 112, "mtc_stats is 112 bytes");

@@ -68,7 +68,8 @@ mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
       place->kind = MTC_PLACE_ZERO;
       continue;
     }
-    if (leaf->device == target_device && leaf->row_count <= 1) {
+    if (leaf->device == target_device && leaf->row_count <= 1 &&
+        !(leaf->flags & MTC_LEAF_STRIDED_INTERNAL)) {
       place->kind = MTC_PLACE_REUSED;
       continue;
     }

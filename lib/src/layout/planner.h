@@ -45,6 +45,10 @@ typedef struct mtc_layout {
 } mtc_layout;
 
 /* True when the leaf may share a chunk under these options. */
+/* Set by the plan on its own copy of a leaf that has a layout (mtc_plan_set_leaf_layout),
+ * cleared from leaves as they are added: such a leaf is copied, never reused. */
+#define MTC_LEAF_STRIDED_INTERNAL (1u << 31)
+
 int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options);
 
 /* Where a packed leaf may start: a multiple of

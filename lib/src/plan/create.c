@@ -97,6 +97,9 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
   if (count > 0) {
     memcpy(plan->leaves + plan->leaf_count, leaves,
            (size_t)count * sizeof *leaves);
+    for (uint64_t i = plan->leaf_count; i < needed; i++) {
+      plan->leaves[i].flags &= ~MTC_LEAF_STRIDED_INTERNAL;
+    }
   }
   plan->leaf_count = needed;
   return MTC_OK;
@@ -193,5 +196,68 @@ MTC_API mtc_status mtc_plan_set_stream(mtc_plan *plan, int32_t device,
   plan->streams[i].device = d;
   plan->streams[i].stream = (CUstream)(uintptr_t)stream;
   plan->streams[i].ready = NULL;
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_set_leaf_layout(mtc_plan *plan, uint64_t index,
+                                            const mtc_leaf_layout *layout) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "a leaf's layout can only be set before "
+                                   "submit"),
+                     -1);
+  }
+  if (index >= plan->leaf_count) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "leaf %llu: no such leaf (the plan has "
+                                   "%llu)",
+                                   (unsigned long long)index,
+                                   (unsigned long long)plan->leaf_count),
+                     -1);
+  }
+  mtc_leaf *leaf = &plan->leaves[index];
+  mtc_strided simple;
+  int strided = 0;
+  if (layout != NULL) {
+    mtc_status status = mtc_plan_check_layout(leaf, layout, index);
+    if (status != MTC_OK) return mtc_plan_fail(plan, status, (int64_t)index);
+    strided = leaf->bytes > 0 &&
+              mtc_strided_simplify(layout, leaf->element_size, &simple);
+  }
+  if (strided && index >= plan->strided_count) {
+    /* Room for every leaf so far; later ones read as contiguous. */
+    mtc_strided **more =
+        realloc(plan->strided, (size_t)plan->leaf_count * sizeof *more);
+    if (more == NULL) {
+      return mtc_plan_fail(plan, mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                               "out of host memory"),
+                           (int64_t)index);
+    }
+    memset(more + plan->strided_count, 0,
+           (size_t)(plan->leaf_count - plan->strided_count) * sizeof *more);
+    plan->strided = more;
+    plan->strided_count = plan->leaf_count;
+  }
+  mtc_strided *kept = NULL;
+  if (strided) {
+    kept = malloc(sizeof *kept);
+    if (kept == NULL) {
+      return mtc_plan_fail(plan, mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                               "out of host memory"),
+                           (int64_t)index);
+    }
+    *kept = simple;
+  }
+  if (index < plan->strided_count) {
+    free(plan->strided[index]);
+    plan->strided[index] = kept;
+  }
+  if (kept != NULL) leaf->flags |= MTC_LEAF_STRIDED_INTERNAL;
+  else leaf->flags &= ~MTC_LEAF_STRIDED_INTERNAL;
   return MTC_OK;
 }

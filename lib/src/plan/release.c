@@ -51,6 +51,8 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   }
   mtc_layout_free(&plan->layout);
   free(plan->leaves);
+  for (uint64_t i = 0; i < plan->strided_count; i++) free(plan->strided[i]);
+  free(plan->strided);
   free(plan->streams);
   free(plan->results);
   free(plan->blocks);

@@ -98,3 +98,71 @@ mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan) {
   }
   return MTC_OK;
 }
+
+/* Checks a layout for `leaf` (index in the plan): see mtc_plan_set_leaf_layout. */
+mtc_status mtc_plan_check_layout(const mtc_leaf *leaf,
+                                 const mtc_leaf_layout *layout,
+                                 uint64_t index) {
+  unsigned long long i = (unsigned long long)index;
+  if (layout->struct_size < sizeof(mtc_leaf_layout)) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: layout struct_size is %u; it must be at "
+                         "least %u",
+                         i, layout->struct_size,
+                         (unsigned)sizeof(mtc_leaf_layout));
+  }
+  if (leaf->device != MTC_DEVICE_CPU) {
+    return mtc_error_set(MTC_ERR_UNSUPPORTED,
+                         "leaf %llu: strided leaves must be in host memory; "
+                         "cuda:%d leaves must be contiguous",
+                         i, leaf->device);
+  }
+  if (leaf->row_count > 1) {
+    return mtc_error_set(MTC_ERR_UNSUPPORTED,
+                         "leaf %llu: a leaf with row_count %u cannot also "
+                         "have a layout",
+                         i, leaf->row_count);
+  }
+  if (layout->rank < 1 || layout->rank > MTC_LAYOUT_MAX_RANK) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: layout rank %u is not 1..%d", i,
+                         layout->rank, MTC_LAYOUT_MAX_RANK);
+  }
+  uint64_t elements = 1, reach = 0;
+  int overflow = 0, empty = 0;
+  for (uint32_t d = 0; d < layout->rank; d++) {
+    uint64_t extent = layout->shape[d];
+    if (extent == 0) {
+      empty = 1;
+      continue;
+    }
+    if (elements > UINT64_MAX / extent) overflow = 1;
+    else elements *= extent;
+    uint64_t stride = layout->byte_strides[d];
+    if (stride != 0 && extent - 1 > (UINT64_MAX - reach) / stride) overflow = 1;
+    else reach += (extent - 1) * stride;
+  }
+  if (empty) elements = 0;
+  if (!empty && overflow) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: the layout's shape and strides overflow "
+                         "the address space",
+                         i);
+  }
+  if (elements > UINT64_MAX / leaf->element_size ||
+      elements * leaf->element_size != leaf->bytes) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: the layout's shape has %llu elements of "
+                         "%u bytes but the leaf has %llu bytes",
+                         i, (unsigned long long)elements, leaf->element_size,
+                         (unsigned long long)leaf->bytes);
+  }
+  if (!empty && (reach > UINT64_MAX - leaf->element_size ||
+                 leaf->address > UINT64_MAX - leaf->element_size - reach)) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: the layout reaches past the end of the "
+                         "address space",
+                         i);
+  }
+  return MTC_OK;
+}

@@ -15,4 +15,11 @@ mtc_status mtc_plan_check_leaf(const mtc_leaf *leaf, uint64_t index);
  * the plan is failed (mtc_plan_fail_submit) naming the leaf. */
 mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan);
 
+/* Checks a layout given to `leaf` (mtc_plan_set_leaf_layout): the leaf is
+ * on the host without rows, the rank, the shape against the leaf's bytes,
+ * no overflow. Sets the thread's last error on failure. */
+mtc_status mtc_plan_check_layout(const mtc_leaf *leaf,
+                                 const mtc_leaf_layout *layout,
+                                 uint64_t index);
+
 #endif

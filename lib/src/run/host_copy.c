@@ -22,6 +22,6 @@ mtc_status mtc_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
   mtc_plan_keep_block(t->plan, block);
   *out = block;
   mtc_stage_segment seg =
-      mtc_leaf_segment(leaf, (unsigned char *)(uintptr_t)block->address);
+      mtc_leaf_segment(t->plan, leaf, (unsigned char *)(uintptr_t)block->address);
   return mtc_transfer_stage(t, &seg, 1);
 }

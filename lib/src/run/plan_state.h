@@ -16,6 +16,7 @@
 #include "mtc.h"
 #include "memory/pinned_pool.h"
 #include "layout/planner.h"
+#include "stage/strided.h"
 
 typedef enum mtc_plan_phase {
   MTC_PHASE_BUILDING = 0,   /* accepting leaves */
@@ -52,6 +53,11 @@ struct mtc_plan {
 
   mtc_leaf *leaves;
   uint64_t leaf_count, leaf_capacity;
+  /* The layouts of strided leaves (mtc_plan_set_leaf_layout): entry i for
+   * leaf i < strided_count, NULL for contiguous ones; NULL until the first
+   * layout. Set before submit; read-only afterwards. */
+  mtc_strided **strided;
+  uint64_t strided_count;
 
   /* Set before submit; read-only afterwards. One entry per device. */
   mtc_plan_stream *streams;
@@ -112,6 +118,13 @@ struct mtc_plan {
 
 /* Most pinned piece buffers one plan streams large leaves through. */
 #define MTC_PIECE_RING 3
+
+/* The layout of leaf `index` (mtc_plan_set_leaf_layout), or NULL when it is
+ * contiguous. */
+static inline const mtc_strided *mtc_plan_leaf_strided(const mtc_plan *plan,
+                                                       uint64_t index) {
+  return index < plan->strided_count ? plan->strided[index] : NULL;
+}
 
 /* The caller's stream on the plan's target device, or NULL. */
 CUstream mtc_plan_target_stream(const mtc_plan *plan);

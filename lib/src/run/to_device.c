@@ -110,7 +110,7 @@ static mtc_status stream_own_leaf(mtc_transfer *t, mtc_device *target,
     unsigned char *piece;
     mtc_status status = piece_space(t, target, (size_t)length, &piece);
     if (status != MTC_OK) return status;
-    mtc_stage_segment seg = mtc_leaf_segment(leaf, piece);
+    mtc_stage_segment seg = mtc_leaf_segment(t->plan, leaf, piece);
     seg.begin = done;
     seg.end = done + length;
     uint64_t begin = mtc_trace_now(t->trace);
@@ -147,12 +147,12 @@ mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
     return stream_own_leaf(t, target, leaf, (CUdeviceptr)block->address);
   }
   const void *src = (const void *)(uintptr_t)leaf->address;
-  if (leaf->row_count > 1) {
+  if (leaf->row_count > 1 || mtc_plan_leaf_strided(plan, (uint64_t)(leaf - plan->leaves))) {
     /* The driver copies one contiguous range: densify first. */
     unsigned char *dense = malloc((size_t)leaf->bytes);
     if (dense == NULL) return mtc_out_of_host_memory();
     mtc_plan_keep_host(plan, dense);
-    mtc_stage_segment seg = mtc_leaf_segment(leaf, dense);
+    mtc_stage_segment seg = mtc_leaf_segment(plan, leaf, dense);
     status = mtc_transfer_stage(t, &seg, 1);
     if (status != MTC_OK) return status;
     src = dense;

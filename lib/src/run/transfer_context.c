@@ -130,7 +130,7 @@ mtc_status mtc_transfer_stage_chunk(mtc_transfer *t, const uint64_t *members,
   if (segments == NULL) return mtc_out_of_host_memory();
   for (uint64_t i = 0; i < count; i++) {
     uint64_t leaf = members[i];
-    segments[i] = mtc_leaf_segment(&plan->leaves[leaf],
+    segments[i] = mtc_leaf_segment(plan, &plan->leaves[leaf],
                                dst + plan->layout.placements[leaf].offset);
   }
   mtc_status status = mtc_transfer_stage(t, segments, count);
@@ -154,8 +154,8 @@ void mtc_plan_keep_host(mtc_plan *plan, void *host) {
   s->host = host;
 }
 
-mtc_stage_segment mtc_leaf_segment(const mtc_leaf *leaf,
-                                      unsigned char *dst) {
+mtc_stage_segment mtc_leaf_segment(const mtc_plan *plan, const mtc_leaf *leaf,
+                                   unsigned char *dst) {
   mtc_stage_segment seg;
   seg.dst = dst;
   seg.src = (const unsigned char *)(uintptr_t)leaf->address;
@@ -163,6 +163,7 @@ mtc_stage_segment mtc_leaf_segment(const mtc_leaf *leaf,
   seg.end = leaf->bytes;
   seg.row_bytes = leaf->row_count > 1 ? leaf->bytes / leaf->row_count : 0;
   seg.row_pitch = leaf->row_count > 1 ? leaf->row_pitch : 0;
+  seg.strided = mtc_plan_leaf_strided(plan, (uint64_t)(leaf - plan->leaves));
   return seg;
 }
 

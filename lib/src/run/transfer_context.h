@@ -120,8 +120,10 @@ static inline uint64_t mtc_plan_block_offset(const mtc_plan *plan, uint64_t inde
   return place->kind == MTC_PLACE_PACKED ? place->offset : 0;
 }
 
-/* The whole of a leaf's dense image, to be written to dst. */
-mtc_stage_segment mtc_leaf_segment(const mtc_leaf *leaf, unsigned char *dst);
+/* The whole of a leaf's dense image (leaf is one of plan's), to be written
+ * to dst. */
+mtc_stage_segment mtc_leaf_segment(const mtc_plan *plan, const mtc_leaf *leaf,
+                                   unsigned char *dst);
 
 /* Whether accessor may reach owner's memory, setting that up on first use.
  * A failure only costs speed (the caller falls back to copies that work

@@ -58,6 +58,10 @@ static void copy_range(unsigned char *dst, const unsigned char *src, size_t n,
 static void copy_dense(const mtc_stage_segment *seg, uint64_t from,
                        uint64_t to, int streaming) {
   unsigned char *dst = seg->dst + (from - seg->begin);
+  if (seg->strided != NULL) {
+    mtc_strided_gather(seg->strided, dst, seg->src, from, to);
+    return;
+  }
   if (seg->row_bytes == 0 || seg->row_pitch == seg->row_bytes) {
     copy_range(dst, seg->src + from, (size_t)(to - from), streaming);
     return;

@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stage/strided.h"
+
 /* Copies bytes [begin, end) of a leaf's dense image to dst. The dense image
- * of a strided leaf is its rows of row_bytes, read row_pitch apart. */
+ * of a row leaf is its rows of row_bytes, read row_pitch apart; that of an
+ * N-d strided leaf its elements in row-major order (stage/strided.h). */
 typedef struct mtc_stage_segment {
   unsigned char *dst;
   const unsigned char *src; /* the leaf's first byte */
@@ -16,6 +19,7 @@ typedef struct mtc_stage_segment {
   uint64_t end;
   uint64_t row_bytes; /* 0 for contiguous leaves */
   uint64_t row_pitch;
+  const mtc_strided *strided; /* N-d layout, or NULL */
 } mtc_stage_segment;
 
 /* Below this many bytes in all, staging runs on the calling thread only:
