@@ -51,6 +51,8 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   }
   mtc_layout_free(&plan->layout);
   free(plan->leaves);
+  free(plan->destinations);
+  free(plan->copy_out);
   free(plan->streams);
   free(plan->results);
   free(plan->blocks);
