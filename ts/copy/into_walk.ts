@@ -15,7 +15,7 @@ import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
-import { Tensor } from "../tensor/tensor.ts";
+import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
 import type { PointerOf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 import { Traversal } from "./traversal.ts";
@@ -47,19 +47,25 @@ export interface IntoWalk {
 }
 
 /** A tensor leaf as copyInto sees it, or undefined for anything else. */
-function readSide(v: unknown, path: () => string, role: string): Side | undefined {
+function readSide(v: unknown, node: PathNode | null, key: unknown, role: string): Side | undefined {
   if (typeof v !== "object" || v === null) return undefined;
   if (v instanceof DeviceTensor) {
-    if (v.disposed) throw invalidArgument(`the ${role} DeviceTensor was disposed`, path());
+    if (v.disposed) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
     let shape = v.shape;
     if (shape !== constructedDeviceShape(v)) shape = checkedShape(shape) ?? constructedDeviceShape(v);
     return { view: undefined, address: v.address, device: v.deviceIndex, dtype: v.dtype, shape, bytes: v.byteLength };
   }
   if (v instanceof Tensor) {
     let data = v.data; // read once: a getter may give another array each time
-    const shape = checkedShape(v.shape);
-    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || data.byteLength !== elementCount(shape) * DTYPE_SIZE[v.dtype]) {
-      throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, path());
+    let shape: readonly number[] | undefined = v.shape;
+    let elements = 0;
+    if (shape === constructedShape(v)) elements = constructedSize(v);
+    else {
+      shape = checkedShape(shape); // reassigned or forged: checked and frozen here
+      if (shape !== undefined) elements = elementCount(shape);
+    }
+    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || data.byteLength !== elements * DTYPE_SIZE[v.dtype]) {
+      throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, formatPath(node, key));
     }
     if (role === "source") data = fixed(data);
     return { view: data, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: data.byteLength };
@@ -83,12 +89,20 @@ function fixed(data: TypedArray): TypedArray {
   return resizable && data.byteLength > 0 ? (data as Uint8Array).slice() as unknown as TypedArray : data;
 }
 
+/** A DeviceTensor's block lives until the copy is over: the traversal holds a share. */
+function share(t: Traversal, tensor: unknown): void {
+  const holder = tensor instanceof DeviceTensor ? holderOf(tensor) : null;
+  if (holder === null) return;
+  holder.acquire();
+  t.shares.push(holder);
+}
+
 function where(device: number): string {
   return device === DEVICE_CPU ? "host memory" : deviceName(device);
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((n, k) => n === b[k]);
+  return a === b || a.length === b.length && a.every((n, k) => n === b[k]);
 }
 
 /** Writes one mtc_leaf at index i of words (grown by doubling when full); returns the words. */
@@ -138,17 +152,64 @@ function overlaps(a: Range, b: Range): boolean {
  * addresses now (Bun); null leaves them for a bulk write at submit (Deno).
  */
 export function walkInto(source: unknown, destination: unknown, descriptors: { words: Uint32Array }, pointerOf: PointerOf | null): IntoWalk {
-  const t = new Traversal(DEVICE_CPU, descriptors);
-  const nodes: (PathNode | null)[] = (t.intoNodes = []);
-  t.root[0] = destination;
-  const walk: IntoWalk = { t, destinationWords: new Uint32Array(64 * LEAF_WORDS), destinationViews: [], target: DEVICE_CPU };
-  let target: number | undefined;
-  const ranges: Range[] = [];
-  const onPath = new Set<object>();
+  const w = new PairWalk(descriptors, pointerOf);
+  w.t.root[0] = destination;
+  try {
+    w.visit(source, destination, null, undefined);
+    checkOverlaps(w.t, w.ranges);
+  } catch (e) {
+    w.t.dropShares();
+    throw e;
+  }
+  return { t: w.t, destinationWords: w.destinationWords, destinationViews: w.destinationViews, target: w.target ?? DEVICE_CPU };
+}
 
-  const leaf = (src: Side, s: object, d: unknown, node: PathNode | null, key: unknown) => {
+/** The state of one walk; a class, so that the engines compile its methods once. */
+class PairWalk {
+  readonly t: Traversal;
+  readonly nodes: (PathNode | null)[] = [];
+  destinationWords: Uint32Array = new Uint32Array(64 * LEAF_WORDS);
+  readonly destinationViews: (TypedArray | undefined)[] = [];
+  target: number | undefined = undefined;
+  readonly ranges: Range[] = [];
+  readonly onPath = new Set<object>();
+
+  constructor(descriptors: { words: Uint32Array }, readonly pointerOf: PointerOf | null) {
+    this.t = new Traversal(DEVICE_CPU, descriptors);
+    this.t.intoNodes = this.nodes;
+  }
+
+  visit(s: unknown, d: unknown, node: PathNode | null, key: unknown): void {
+    if (typeof s !== "object" || s === null) return; // not a tensor: ignored
+    const src = readSide(s, node, key, "source");
+    if (src !== undefined) return this.leaf(src, s, d, node, key);
+    const kind = containerKind(s);
+    if (kind === undefined) return; // class instances, Sets, ...: ignored
+    if (this.onPath.has(s)) throw invalidArgument("cycle: this container contains itself", formatPath(node, key));
+    if (containerKind(d) !== kind) {
+      throw invalidArgument(`the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} where the source has ${KIND_NAMES[kind]}`, formatPath(node, key));
+    }
+    this.onPath.add(s);
+    const here: PathNode = { parent: node, key, kind };
+    if (kind === ARRAY) {
+      const a = s as unknown[];
+      const b = d as unknown[];
+      for (let k = 0; k < a.length; k++) this.visit(a[k], b[k], here, k);
+    } else if (kind === MAP) {
+      const b = d as Map<unknown, unknown>;
+      for (const [k, v] of s as Map<unknown, unknown>) this.visit(v, b.get(k), here, k);
+    } else {
+      const a = s as Record<string, unknown>;
+      const b = d as Record<string, unknown>;
+      const keys = Object.keys(a);
+      for (let k = 0; k < keys.length; k++) this.visit(a[keys[k]!], b[keys[k]!], here, keys[k]);
+    }
+    this.onPath.delete(s);
+  }
+
+  leaf(src: Side, s: object, d: unknown, node: PathNode | null, key: unknown): void {
     const path = () => formatPath(node, key);
-    const dst = readSide(d, path, "destination");
+    const dst = readSide(d, node, key, "destination");
     if (dst === undefined) {
       throw invalidArgument(`no destination for this leaf (the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} here)`, path());
     }
@@ -156,65 +217,39 @@ export function walkInto(source: unknown, destination: unknown, descriptors: { w
     if (!sameShape(dst.shape, src.shape)) {
       throw invalidArgument(`the destination's shape is [${dst.shape.join(", ")}] but the leaf's is [${src.shape.join(", ")}]`, path());
     }
-    if (target === undefined) target = dst.device;
-    else if (dst.device !== target) {
-      throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(target)}`, path());
+    if (this.target === undefined) this.target = dst.device;
+    else if (dst.device !== this.target) {
+      throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(this.target)}`, path());
     }
     if (dst.view !== undefined && (dst.view.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) {
       throw invalidArgument("the destination's ArrayBuffer is resizable; copyInto writes only fixed-length buffers", path());
     }
+    const t = this.t;
     const i = t.count++;
-    nodes.push(node);
+    this.nodes.push(node);
     t.keys.push(key);
     t.leaves.push(s, d as object);
     t.views.push(src.view);
-    walk.destinationViews.push(dst.view);
-    for (const tensor of [s, d]) {
-      const holder = tensor instanceof DeviceTensor ? holderOf(tensor) : null;
-      if (holder !== null) {
-        holder.acquire(); // the block lives until the copy is over
-        t.shares.push(holder);
-      }
-    }
+    this.destinationViews.push(dst.view);
+    share(t, s);
+    share(t, d);
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
     const size = DTYPE_SIZE[src.dtype];
-    const address = (side: Side) => side.view === undefined ? side.address : pointerOf === null ? 0 : pointerOf(side.view);
-    t.descriptors.words = putLeaf(t.descriptors.words, i, address(src), src.bytes, src.device, size);
-    walk.destinationWords = putLeaf(walk.destinationWords, i, address(dst), dst.bytes, dst.device, size);
+    t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);
+    this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size);
     if (src.bytes > 0) {
       const range = rangeOf(dst, i);
-      if (overlaps(range, rangeOf(src, i))) throw invalidArgument("the destination overlaps the leaf itself", path());
-      ranges.push(range);
+      // Host and device memory never overlap: only a pair on one device is compared.
+      if (src.device === dst.device && overlaps(range, rangeOf(src, i))) throw invalidArgument("the destination overlaps the leaf itself", path());
+      this.ranges.push(range);
     }
-  };
-
-  const visit = (s: unknown, d: unknown, node: PathNode | null, key: unknown) => {
-    if (typeof s !== "object" || s === null) return; // not a tensor: ignored
-    const path = () => formatPath(node, key);
-    const src = readSide(s, path, "source");
-    if (src !== undefined) return leaf(src, s, d, node, key);
-    const kind = containerKind(s);
-    if (kind === undefined) return; // class instances, Sets, ...: ignored
-    if (onPath.has(s)) throw invalidArgument("cycle: this container contains itself", path());
-    if (containerKind(d) !== kind) {
-      throw invalidArgument(`the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} where the source has ${KIND_NAMES[kind]}`, path());
-    }
-    onPath.add(s);
-    const here: PathNode = { parent: node, key, kind };
-    if (kind === ARRAY) (s as unknown[]).forEach((v, k) => visit(v, (d as unknown[])[k], here, k));
-    else if (kind === MAP) for (const [k, v] of s as Map<unknown, unknown>) visit(v, (d as Map<unknown, unknown>).get(k), here, k);
-    else for (const k of Object.keys(s)) visit((s as Record<string, unknown>)[k], (d as Record<string, unknown>)[k], here, k);
-    onPath.delete(s);
-  };
-
-  try {
-    visit(source, destination, null, undefined);
-    checkOverlaps(t, ranges);
-  } catch (e) {
-    t.dropShares();
-    throw e;
   }
-  return { ...walk, target: target ?? DEVICE_CPU };
+
+  /** A side's address: a DeviceTensor's, a host view's now (Bun), or 0 until the bulk write (Deno). */
+  address(side: Side): number {
+    if (side.view === undefined) return side.address;
+    return this.pointerOf === null ? 0 : this.pointerOf(side.view, true); // readSide read .buffer
+  }
 }
 
 const KIND_NAMES = ["an array", "a plain object", "a Map"] as const;
@@ -242,6 +277,10 @@ function checkOverlaps(t: Traversal, ranges: Range[]): void {
     else list.push(r);
   }
   for (const list of bySpace.values()) {
+    // Destinations laid out in leaf order (the results of one copy) need no sort.
+    let ordered = true;
+    for (let k = 1; k < list.length && ordered; k++) ordered = list[k]!.begin >= list[k - 1]!.end;
+    if (ordered) continue;
     list.sort((a, b) => a.begin - b.begin || a.leaf - b.leaf);
     let reach: Range | undefined;
     for (const r of list) {
