@@ -783,10 +783,11 @@ enum { MTC_RESULT_INTO = 4u };
  *    scratch block of the target, and placed by one scatter kernel a chunk
  *    (without kernels, one DMA a leaf from the staging); large leaves are
  *    streamed through pinned pieces straight into their destination.
- *  - device -> device (the same device or another): the packed leaves of
- *    each source device by one kernel launch writing every destination
- *    (where kernels and peer access allow; else one copy a leaf), large
- *    leaves one copy each.
+ *  - device -> the same device: the packed leaves by one kernel launch
+ *    writing every destination (without kernels one copy a leaf), large
+ *    leaves one copy each. Device -> another device: one peer copy a leaf
+ *    (a destination may come from any allocator, which a kernel on the
+ *    source device might not reach).
  *  - device -> host: into pinned memory as for mtc_plan_add_leaves (the
  *    gather kernel), then copied out into the destinations by the thread
  *    that sees the copy complete (poll, wait, or a staging request at the

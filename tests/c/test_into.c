@@ -237,6 +237,36 @@ static void test_errors(void) {
   mtc_plan_release(plan);
 }
 
+/* mtc_plan_stop_reading before a device -> host copy completes: the copy
+ * out into the host destinations does not run, and the plan fails. */
+static void test_stop_before_copy_out(void) {
+  uint8_t **data = random_leaves(), **out = zero_leaves();
+  mtc_leaf_result src[LEAVES];
+  mtc_plan *sources_plan = upload(0, data, LEAVES, 0, src);
+  mtc_leaf leaves[LEAVES], dst[LEAVES];
+  for (int i = 0; i < LEAVES; i++) {
+    leaves[i] = make_leaf(src[i].address, leaf_bytes[i], leaf_element[i], 0);
+    dst[i] = make_leaf(host_address(out[i]), leaf_bytes[i], leaf_element[i], MTC_DEVICE_CPU);
+  }
+  mtc_options options = options_of(0, 1);
+  mtc_plan *plan = NULL;
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, &options, &plan));
+  CHECK_OK(mtc_plan_add_leaves_into(plan, leaves, dst, LEAVES));
+  CHECK_OK(mtc_plan_submit(plan));
+  CHECK_OK(mtc_plan_stop_reading(plan, 1000));
+  CHECK_STATUS(mtc_plan_wait(plan), MTC_ERR_INVALID_STATE);
+  CHECK_CONTAINS(mtc_plan_last_error(plan), "mtc_plan_stop_reading");
+  for (int i = 0; i < LEAVES; i++) {
+    uint8_t zero = 0;
+    for (uint64_t b = 0; b < leaf_bytes[i]; b++) zero |= out[i][b];
+    CHECK(zero == 0);
+  }
+  mtc_plan_release(plan);
+  mtc_plan_release(sources_plan);
+  free_leaves(data);
+  free_leaves(out);
+}
+
 int main(int argc, char **argv) {
   const char *driver = driver_argument(argc, argv, "test_into");
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
@@ -256,5 +286,6 @@ int main(int argc, char **argv) {
     test_to_host(0, background);
     if (device_count > 1) test_device_to_device(1, 0, background);
   }
+  if (device_count > 0) test_stop_before_copy_out();
   return check_summary("test_into");
 }

@@ -90,6 +90,28 @@ for (const packed of [true, false]) {
   });
 }
 
+intoTest("GPU -> host into views of one ArrayBuffer", async () => {
+  const source = randomBatch(35);
+  const keys = Object.keys(source);
+  const total = keys.reduce((sum, k) => sum + bytesOf(source[k]!).length, 0);
+  const arena = new ArrayBuffer(total + 64);
+  const out: Record<string, Uint8Array> = {};
+  let at = 0;
+  for (const k of keys) {
+    const n = bytesOf(source[k]!).length;
+    out[k] = new Uint8Array(arena, at, n);
+    at += n;
+  }
+  // Bytes go as uint8: the destinations must then be uint8 of the same shape.
+  const asBytes: Record<string, Uint8Array> = {};
+  for (const k of keys) asBytes[k] = bytesOf(source[k]!);
+  const bytesOnGpu = await startCopy(asBytes, "cuda:0");
+  await copyInto(bytesOnGpu, out);
+  for (const k of keys) assertEquals(out[k], bytesOf(source[k]!), k);
+  assertEquals(new Uint8Array(arena, total), new Uint8Array(64), "nothing written past the last view");
+  disposeAll(bytesOnGpu);
+});
+
 intoTest("host -> host, and mixed sources (host and cuda:1) into cuda:0", async () => {
   const source = randomBatch(50);
   const out = zerosLike(source);

@@ -7,10 +7,10 @@
  *                     of the target, one scatter kernel that places them;
  *                     own leaves streamed through pinned pieces straight
  *                     into their destination
- *   device -> device  the packed leaves of one source device by one gather
- *                     launch whose table points at the destinations; own
- *                     leaves (and all without kernels or peer access) one
- *                     copy each
+ *   device -> device  on one device, its packed leaves by one gather launch
+ *                     whose table points at the destinations; own leaves,
+ *                     leaves of another device and all without kernels one
+ *                     copy each (peer copies between devices)
  *   device -> host    as for new outputs (gather kernel into pinned
  *                     blocks), then copied out into the destinations once
  *                     the copy has completed (copy_out.c)
@@ -144,10 +144,17 @@ static mtc_status peer_leaf(mtc_transfer *t, uint64_t index) {
                         "cuMemcpyPeerAsync");
 }
 
-/* Every packed leaf of one source device into its destination on the
- * target, with one gather launch on the source's stream (the target the
- * same device, or one it may write over peer access). *done stays 0, with
- * nothing enqueued, when that path does not apply. */
+/* Every packed leaf of the target's own device into its destination with
+ * one gather launch on its stream. *done stays 0, with nothing enqueued,
+ * when that path does not apply: another source device, too few leaves, no
+ * kernels.
+ *
+ * Why not between devices, as startCopy's gathers push into the target:
+ * there the outputs come from libmtc's pool, which it opens to the source
+ * device; a destination may come from any allocator (another library's
+ * pool), which a kernel on another device may not be able to reach, and a
+ * kernel's stray write is fatal to the context, where a peer copy always
+ * works. */
 static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
                               const mtc_chunk_members *members, int *done) {
   mtc_plan *plan = t->plan;
@@ -159,21 +166,16 @@ static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
       leaves += layout->chunks[c].leaf_count;
     }
   }
-  if (leaves < MTC_INTO_KERNEL_MIN_LEAVES) return MTC_OK;
-  mtc_device *source, *target;
+  if (source_ordinal != plan->target || leaves < MTC_INTO_KERNEL_MIN_LEAVES) return MTC_OK;
+  mtc_device *source;
   mtc_status status = mtc_device_get(source_ordinal, &source);
-  if (status == MTC_OK) status = mtc_device_get(plan->target, &target);
   if (status != MTC_OK) return status;
   if (!mtc_kernels_available(source)) return MTC_OK;
-  if (source != target && !mtc_peer_usable(source, target)) return MTC_OK;
   *done = 1;
-
-  /* The target's stream joins the completion (the caller's stream there
-   * waits on it); the launch waits for the caller's streams of both. */
-  status = mtc_transfer_enter_device(t, plan->target, &target);
-  if (status == MTC_OK) status = mtc_transfer_enter_device(t, source_ordinal, &source);
+  /* Sources and destinations are on this device: the launch waits for
+   * the caller's stream there (both reads and writes). */
+  status = mtc_transfer_enter_device(t, source_ordinal, &source);
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
-  if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, plan->target);
   if (status != MTC_OK) return status;
 
   /* Pinned tables, one launch each, each within a staging buffer. */
