@@ -151,7 +151,8 @@ intoTest("destinations and sources stay alive until the copy is over", async () 
   const buffers = await deviceBuffers(source, "cuda:0", true);
   const fake = fakeDriver()!;
   await withCopyDelay(20_000, async () => {
-    const h = copyInto(source, buffers);
+    // Submitted on this thread: the scratch block is allocated by the time it returns.
+    const h = copyInto(source, buffers, { useBackgroundThread: false });
     const allocations = fake.liveDeviceAllocations();
     disposeAll(buffers); // the handle still holds the block
     assertSame(fake.liveDeviceAllocations(), allocations);
