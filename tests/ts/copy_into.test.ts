@@ -5,7 +5,7 @@
 // saying so, when MTC_CUDA_DRIVER is unset.
 import { copyInto, type DeviceTensor, disposeAll, MtcError, startCopy, Stream, Tensor, type TypedArray, withStream } from "../../ts/mod.ts";
 import { debugFill } from "../../ts/testing.ts";
-import { fakeDriver, skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
+import { canCollectGarbage, collectGarbage, fakeDriver, skipWithoutDriver, tick, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
 
@@ -62,10 +62,14 @@ for (const packed of [true, false]) {
     assertHolds(buffers, source);
     assertSame(h.stats().leavesReused, 0);
     h.dispose();
-    // Again into the same buffers, with other data: what a decode step does.
-    const next = randomBatch(20);
-    copyInto(next, buffers, { useBackgroundThread: false }).get();
-    assertHolds(buffers, next);
+    // Again into the same buffers, with other data: what a decode step does;
+    // and with each option that changes the path (pageable staging, no packing).
+    const options = [{ useBackgroundThread: false }, { usePinnedStaging: false }, { packCpuTensors: false }, { packThresholdBytes: 0 }];
+    for (const [k, o] of options.entries()) {
+      const next = randomBatch(20 + k);
+      copyInto(next, buffers, o).get();
+      assertHolds(buffers, next);
+    }
     disposeAll(buffers);
   });
 
@@ -160,6 +164,28 @@ intoTest("destinations and sources stay alive until the copy is over", async () 
     await h;
     h.dispose();
     assert(fake.liveDeviceAllocations() < allocations, "freed once the copy was over");
+  });
+});
+
+intoTest("a copy in flight keeps its source and destination from the garbage collector", async () => {
+  assert(canCollectGarbage(), "the test runners expose the collector");
+  await withCopyDelay(20_000, async () => {
+    const expected: Record<string, Uint8Array> = {};
+    // Neither the source nor the destination is reachable but through the handle.
+    const { handle } = await (async () => {
+      const source = randomBatch(80);
+      for (const [key, leaf] of Object.entries(source)) expected[key] = bytesOf(leaf).slice();
+      // Wrapped: an async function's result that is a thenable would be awaited.
+      return { handle: copyInto(source, await deviceBuffers(source, "cuda:0", true)) };
+    })();
+    for (let i = 0; i < 3; i++) {
+      collectGarbage();
+      await tick(1);
+    }
+    const out = await handle;
+    for (const [key, bytes] of Object.entries(expected)) assertEquals(bytesOf(out[key]!.toHost()), bytes, key);
+    handle.dispose();
+    disposeAll(out);
   });
 });
 
