@@ -19,6 +19,9 @@
  *     about 2,100 leaves), host → cuda:0; its cost per leaf is printed beside S1's
  * S7  mixed, pageable → cuda:0: 4 point clouds of 1.5–2 MB, their 4 label arrays of
  *     100–130 KB and 40 small arrays each of 40–400 bytes (168 leaves; effective GB/s)
+ * S8  a decode step: 5 int32 arrays of 64 B–16 KiB (22,592 bytes) copyInto static cuda:0 buffers
+ *     every step, against 5 synchronous copies into the same buffers; and copyInto of the
+ *     example batch into existing DeviceTensors beside startCopy of it (bench/decode_step.ts)
  * J1  the JavaScript part of a copy (startCopy returns + get() once ready) of the S1 and
  *     S6 batches as a multiple of a plain deep clone of the same batch (bench/js_part.ts):
  *     the figure to watch on the emulated driver, where the copy's own time means nothing
@@ -37,10 +40,11 @@ import { RawDriver } from "./driver.ts";
 import { type PoolReport, printPerLeaf, printPools, printTable, type ScenarioResult, type Series } from "./report.ts";
 import { measureJsPart, printJsPart } from "./js_part.ts";
 import { makeVaryingBatch } from "./varying_batch.ts";
+import { decodeStep } from "./decode_step.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 
@@ -95,6 +99,7 @@ if (wanted("S7")) {
 }
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
+if (wanted("S8")) results.push(await decodeStep("S8", runs, { driver, pointerOf, measure, summarize, floorCopy }));
 const pools = only?.includes("P1") || cli.flag("pools") ? poolSteadyState(10_000) : undefined;
 
 printTable(results, driver.emulated);

@@ -47,7 +47,8 @@ export function printTable(rows: ScenarioResult[], emulated: boolean, title = "r
     );
     if (r.id === "S2" || r.id === "S7") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
     for (const [name, s] of Object.entries(r.extra)) {
-      console.log(`          ${name}: ${name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : series(s)}`);
+      const shown = name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : name.endsWith("(ratio of pairs)") ? `${s.median.toFixed(2)}× (${s.p10.toFixed(2)}–${s.p90.toFixed(2)})` : series(s);
+      console.log(`          ${name}: ${shown}`);
     }
     console.log(`          ${r.what}`);
   }

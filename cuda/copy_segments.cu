@@ -1,6 +1,9 @@
-// copy_segments.cu: libmtc's gather/scatter kernel.
+// copy_segments.cu: libmtc's gather and scatter kernels.
 //
 //   extern "C" __global__ void mtc_copy_segments(const mtc_segment *table, uint32_t n)
+//   extern "C" __global__ void mtc_scatter_segments(const uint8_t *block, uint64_t table_offset, uint32_t n)
+//
+// (the second reads its table and sources from one device block; see below)
 //
 // Copies each of the n segments {src, dst, bytes} of `table` (24 bytes each;
 // lib/src/cuda/kernels.h declares the same struct) from src to dst. Addresses are
@@ -34,12 +37,10 @@ namespace segments {
 constexpr uint64_t kWarpSegmentBytes = 4096;  // kernels.c: MTC_KERNEL_WARP_SEGMENT_BYTES
 constexpr uint64_t kPartBytes = 64 * 1024;    // kernels.c: MTC_KERNEL_PART_BYTES
 constexpr uint64_t kPartAlign = 256;          // part boundaries, relative to the segment
-}  // namespace segments
-}  // namespace mtc
 
-extern "C" __global__ void __launch_bounds__(mtc::kThreads)
-    mtc_copy_segments(const mtc_segment *__restrict__ table, uint32_t n) {
-  using namespace mtc::segments;
+// The body of both kernels: copies every segment of `table`, reading each
+// one's bytes from base + src (base is 0 when src is an address).
+__device__ __forceinline__ void copy_table(const mtc_segment *__restrict__ table, uint32_t n, uint64_t base) {
   constexpr uint32_t kThreads = mtc::kThreads;
   __shared__ mtc_segment batch[kThreads];
   const uint32_t lane = threadIdx.x & 31;
@@ -59,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(mtc::kThreads)
       for (uint32_t i = warp; i < count; i += warps) {
         const mtc_segment seg = batch[i];
         if (seg.bytes <= kWarpSegmentBytes) {
-          mtc::copy_range(reinterpret_cast<uint8_t *>(seg.dst), reinterpret_cast<const uint8_t *>(seg.src),
+          mtc::copy_range(reinterpret_cast<uint8_t *>(seg.dst), reinterpret_cast<const uint8_t *>(base + seg.src),
                           seg.bytes, lane, 32);
         }
       }
@@ -75,8 +76,25 @@ extern "C" __global__ void __launch_bounds__(mtc::kThreads)
       const uint64_t begin = blockIdx.y * part;
       if (begin >= seg.bytes) continue;
       const uint64_t end = begin + part < seg.bytes ? begin + part : seg.bytes;
-      mtc::copy_range(reinterpret_cast<uint8_t *>(seg.dst) + begin, reinterpret_cast<const uint8_t *>(seg.src) + begin,
-                      end - begin, threadIdx.x, kThreads);
+      mtc::copy_range(reinterpret_cast<uint8_t *>(seg.dst) + begin,
+                      reinterpret_cast<const uint8_t *>(base + seg.src) + begin, end - begin, threadIdx.x, kThreads);
     }
   }
+}
+}  // namespace segments
+}  // namespace mtc
+
+extern "C" __global__ void __launch_bounds__(mtc::kThreads)
+    mtc_copy_segments(const mtc_segment *__restrict__ table, uint32_t n) {
+  mtc::segments::copy_table(table, n, 0);
+}
+
+// The scatter kernel of copies into existing device memory: `block` is a
+// scratch block that one DMA filled with packed leaves followed, at
+// table_offset (a multiple of 8), by n segments whose src is an offset in
+// the block and dst the leaf's destination. Its table is in device memory,
+// written by the same DMA as the data: no second copy, no pinned reads.
+extern "C" __global__ void __launch_bounds__(mtc::kThreads)
+    mtc_scatter_segments(const uint8_t *__restrict__ block, uint64_t table_offset, uint32_t n) {
+  mtc::segments::copy_table(reinterpret_cast<const mtc_segment *>(block + table_offset), n, (uint64_t)(uintptr_t)block);
 }

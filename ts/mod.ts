@@ -43,6 +43,7 @@ export {
   type PassThrough,
   startCopy,
 } from "./copy/start_copy.ts";
+export { copyInto } from "./copy/copy_into.ts";
 export { type Device } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";

@@ -794,6 +794,69 @@ MTC_API mtc_status mtc_leaf_from_dlpack(
  * that cannot call a C function pointer themselves. Once per tensor. */
 MTC_API void mtc_dlpack_delete(struct DLManagedTensorVersioned *t);
 
+
+/* ------------------------------------------- copies into existing memory */
+
+/* mtc_leaf_result.flags of a leaf added with mtc_plan_add_leaves_into: the
+ * result's address is its destination; block is NULL. */
+enum { MTC_RESULT_INTO = 4u };
+
+/* Appends count leaves, each copied into memory that already exists rather
+ * than into a block the plan makes: leaves[k] is copied into
+ * destinations[k], which is an mtc_leaf too (address, bytes, device and
+ * element_size are read; row_count must be 0 or 1: destinations are
+ * contiguous; row_pitch and flags are ignored). For CUDA graphs, decode
+ * steps and reused buffers.
+ *
+ * Each destination must hold exactly the leaf's bytes, have the leaf's
+ * element_size, and lie on the plan's target device (device memory of the
+ * target, or host memory for MTC_DEVICE_CPU). At submit, destinations that
+ * overlap each other, or a destination that overlaps its own leaf, are
+ * MTC_ERR_INVALID_ARGUMENT naming the leaf (mtc_plan_error_leaf), before
+ * anything is copied; the other checks are made here, and on error no leaf
+ * of the call is added.
+ *
+ * A plan takes either leaves with destinations or leaves without them:
+ * mixing this call with mtc_plan_add_leaf(s) on one plan is
+ * MTC_ERR_INVALID_STATE. No leaf is reused: a leaf already on the target is
+ * copied too.
+ *
+ * How each direction runs:
+ *  - host -> device: packed leaves are staged into pinned memory together
+ *    with a table of where each goes, copied with one DMA a chunk into a
+ *    scratch block of the target, and placed by one scatter kernel a chunk
+ *    (without kernels, one DMA a leaf from the staging); large leaves are
+ *    streamed through pinned pieces straight into their destination.
+ *  - device -> the same device: the packed leaves by one kernel launch
+ *    writing every destination (without kernels one copy a leaf), large
+ *    leaves one copy each. Device -> another device: one peer copy a leaf
+ *    (a destination may come from any allocator, which a kernel on the
+ *    source device might not reach).
+ *  - device -> host: into pinned memory as for mtc_plan_add_leaves (the
+ *    gather kernel), then copied out into the destinations by the thread
+ *    that sees the copy complete (poll, wait, or a staging request at the
+ *    pinned pool's limit); the plan is done only after that.
+ *  - host -> host: copied into the destinations at submit.
+ *
+ * Ordering: with a stream of the caller's set on the target
+ * (mtc_plan_set_stream), the copy writes destinations only after the work
+ * queued there before submit, so a kernel still reading the previous
+ * contents is not overwritten under it; the stream then waits for the copy
+ * as for any plan.
+ *
+ * Ownership: the caller keeps the destination memory; it must stay valid,
+ * and nobody else may read or write it, until the copy has finished (poll
+ * or wait returned MTC_OK, or mtc_plan_release returned). Results
+ * (mtc_plan_results) give each destination's address, MTC_RESULT_INTO and
+ * no block. mtc_plan_stop_reading stops the writes into host destinations
+ * as well as the reads (a copy that still had to write them fails with
+ * MTC_ERR_INVALID_STATE). Threads: as mtc_plan_add_leaves. Undefined: either
+ * array holding fewer than count entries. */
+MTC_API mtc_status mtc_plan_add_leaves_into(mtc_plan *plan,
+                                            const mtc_leaf *leaves,
+                                            const mtc_leaf *destinations,
+                                            uint64_t count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1419,6 +1419,9 @@ out:
  *   mtc_debug_fill(uint8_t *dst, uint64_t bytes, uint32_t value, uint32_t spin_us)
  *       spins spin_us microseconds, then sets bytes bytes at dst to value.
  *   mtc_debug_copy(uint8_t *dst, const uint8_t *src, uint64_t bytes)
+ *   mtc_scatter_segments(const uint8_t *block, uint64_t table_offset, uint32_t n)
+ *       n segments at block + table_offset, each copying bytes from
+ *       block + src to dst.
  *
  * Every range a kernel touches (bytes > 0) must lie in one live device
  * allocation of the launching device, of a peer it was given access to
@@ -1429,7 +1432,7 @@ out:
  * A launch costs its stream FAKE_CUDA_COPY_DELAY_US like a copy, plus the
  * fill's spin. */
 
-enum { KERNEL_COPY_SEGMENTS = 1, KERNEL_DEBUG_FILL = 2, KERNEL_DEBUG_COPY = 3 };
+enum { KERNEL_COPY_SEGMENTS = 1, KERNEL_DEBUG_FILL = 2, KERNEL_DEBUG_COPY = 3, KERNEL_SCATTER_SEGMENTS = 4 };
 
 static const struct {
   int id;
@@ -1438,6 +1441,7 @@ static const struct {
     {KERNEL_COPY_SEGMENTS, "mtc_copy_segments"},
     {KERNEL_DEBUG_FILL, "mtc_debug_fill"},
     {KERNEL_DEBUG_COPY, "mtc_debug_copy"},
+    {KERNEL_SCATTER_SEGMENTS, "mtc_scatter_segments"},
 };
 
 struct fake_segment {
@@ -1659,6 +1663,27 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
       r = check_kernel_copy(fn, what, seg.dst, seg.src, seg.bytes, c->device);
     }
     break;
+  case KERNEL_SCATTER_SEGMENTS: {
+    uint64_t offset = 0;
+    if ((r = kernel_param(fn, kernelParams, 0, &src, 8)) || (r = kernel_param(fn, kernelParams, 1, &offset, 8)) ||
+        (r = kernel_param(fn, kernelParams, 2, &n, 4)))
+      break;
+    if (n == 0) break;
+    if (offset % 8)
+      r = report(CUDA_ERROR_ILLEGAL_ADDRESS, fn, "table_offset %" PRIu64 " is not a multiple of 8", offset);
+    if (!r) r = check_kernel_range(fn, "scatter table", src + offset, (uint64_t)n * sizeof(struct fake_segment),
+                                   c->device, 0);
+    table = src + offset;
+    for (uint32_t i = 0; i < n && !r; i++) {
+      struct fake_segment seg;
+      memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
+      if (seg.bytes == 0) continue;
+      char what[32];
+      snprintf(what, sizeof what, "segment %u", i);
+      r = check_kernel_copy(fn, what, seg.dst, src + seg.src, seg.bytes, c->device);
+    }
+    break;
+  }
   case KERNEL_DEBUG_FILL: {
     uint32_t spin_us = 0;
     if ((r = kernel_param(fn, kernelParams, 0, &dst, 8)) || (r = kernel_param(fn, kernelParams, 1, &bytes, 8)) ||
@@ -1691,6 +1716,13 @@ out:
       struct fake_segment seg;
       memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
       if (seg.bytes) memcpy((void *)(uintptr_t)seg.dst, (const void *)(uintptr_t)seg.src, seg.bytes);
+    }
+    break;
+  case KERNEL_SCATTER_SEGMENTS:
+    for (uint32_t i = 0; i < n; i++) {
+      struct fake_segment seg;
+      memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
+      if (seg.bytes) memcpy((void *)(uintptr_t)seg.dst, (const void *)(uintptr_t)(src + seg.src), seg.bytes);
     }
     break;
   case KERNEL_DEBUG_FILL:

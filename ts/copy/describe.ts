@@ -226,10 +226,13 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
  * DeviceTensor entries pass as NULL: C leaves those addresses as written.
  */
 export function writeAddresses(lib: MtcLibrary, t: Traversal): void {
+  writeAddressesOf(lib, t.descriptors.words, t.views, t.count);
+}
+
+/** writeAddresses for any descriptor words and their views (undefined: left as written). */
+export function writeAddressesOf(lib: MtcLibrary, w: Uint32Array, views: readonly (TypedArray | undefined)[], count: number): void {
   const setAddresses = lib.symbols.mtc_leaves_set_addresses!;
-  const w = t.descriptors.words;
-  const v = t.views as (TypedArray | null | undefined)[];
-  const count = t.count;
+  const v = views as (TypedArray | null | undefined)[];
   for (let k = 0; k < count; k += 8) {
     setAddresses(w, k, Math.min(8, count - k), v[k] ?? null, v[k + 1] ?? null, v[k + 2] ?? null, v[k + 3] ?? null, v[k + 4] ?? null, v[k + 5] ?? null, v[k + 6] ?? null, v[k + 7] ?? null);
   }

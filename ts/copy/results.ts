@@ -45,6 +45,7 @@ function capacityFor(count: number): number {
  * result with one mtc_plan_results call, retains each distinct block once.
  */
 export function collectResults(lib: MtcLibrary, plan: number, t: Traversal, target: number): unknown {
+  if (t.intoNodes !== null) return t.root[0]; // copyInto: the destination holds the copy; no result objects
   const count = t.count;
   let words = spare ?? new Uint32Array(capacityFor(count) * RESULT_WORDS);
   spare = null;

@@ -31,7 +31,7 @@ export function currentCudaDevice(sym: NativeSymbols): number {
 }
 
 /** Tells the plan the stream of each device involved: explicit ones first, else the current stream. */
-function bindStreams(
+export function bindStreams(
   sym: NativeSymbols,
   plan: number,
   target: number,

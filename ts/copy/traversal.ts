@@ -79,6 +79,8 @@ export class Traversal {
   reused: number = 0;
   /** "cpu" only: results are JavaScript-owned copies, not views of pinned memory (usePinnedStaging: false). */
   pageableResults: boolean = false;
+  /** copyInto only: the container of leaf i (its key in keys). The output is root[0], the destination, as it is. Null for startCopy. */
+  intoNodes: (PathNode | null)[] | null = null;
 
   constructor(
     /** -1 for the host, N for cuda:N. */
@@ -101,6 +103,7 @@ export class Traversal {
  * looking for its result in the output (only errors need it).
  */
 export function leafPath(t: Traversal, i: number): string {
+  if (t.intoNodes !== null) return formatPath(t.intoNodes[i]!, t.keys[i]);
   if (t.outputs === null) return formatPath(t.nodes[i]!, t.keys[i]);
   return pathOf(t.root[0], t.outputs[i]) ?? "";
 }

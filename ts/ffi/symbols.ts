@@ -134,6 +134,16 @@ export const symbols = {
     ],
     result: "i32", /* mtc_status */
   },
+  mtc_plan_add_leaves_into: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "buffer", /* const mtc_leaf *leaves */
+      "buffer", /* const mtc_leaf *destinations */
+      "u64", /* uint64_t count */
+    ],
+    result: "i32", /* mtc_status */
+  },
   mtc_plan_leaf_count: {
     args: ["ptr" /* const mtc_plan *plan */],
     result: "u64", /* uint64_t */

@@ -1,5 +1,5 @@
 /* kernels.c — loads libmtc's CUDA kernels (the fatbin embedded by build.zig)
- * once per device and launches the segment-copy kernel. */
+ * once per device and launches the segment-copy and scatter kernels. */
 #include "cuda/kernels.h"
 
 #include <pthread.h>
@@ -20,6 +20,7 @@ static const char *const kernel_names[MTC_KERNEL_COUNT] = {
     "mtc_copy_segments",
     "mtc_debug_fill",
     "mtc_debug_copy",
+    "mtc_scatter_segments",
 };
 #endif
 
@@ -172,25 +173,12 @@ mtc_status mtc_kernels_function(mtc_device *device, mtc_kernel_id id,
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
-mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
-                                     const mtc_segment *table, uint32_t n) {
-  if (n == 0) return MTC_OK;
-  if (device == NULL || table == NULL) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "mtc_kernels_copy_segments: %s is NULL",
-                         device == NULL ? "device" : "table");
-  }
-  CUfunction function;
-  mtc_status status =
-      mtc_kernels_function(device, MTC_KERNEL_COPY_SEGMENTS, &function);
-  if (status != MTC_OK) return status;
-  const mtc_cuda_api *cu;
-  status = mtc_cuda_load(&cu);
-  if (status != MTC_OK) return status;
-
-  /* Geometry (see cuda/copy_segments.cu): small segments take a warp each,
-   * eight to a block; larger ones a block each; segments above one part
-   * spread over gridDim.y blocks. */
+/* The grid of a segment-copy launch (see cuda/copy_segments.cu): small
+ * segments take a warp each, eight to a block; larger ones a block each;
+ * segments above one part spread over gridDim.y blocks. 0 in *grid_x when
+ * there is nothing to copy. */
+static void segments_grid(const mtc_segment *table, uint32_t n,
+                          uint64_t *grid_x, uint64_t *grid_y) {
   uint64_t small = 0, large = 0, largest = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t bytes = table[i].bytes;
@@ -201,25 +189,67 @@ mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
     }
     if (bytes > largest) largest = bytes;
   }
-  if (largest == 0) return MTC_OK; /* nothing to copy */
-  uint64_t grid_x = div_up(small, MTC_KERNEL_THREADS / 32) + large;
-  if (grid_x > n) grid_x = n;
-  if (grid_x > MTC_KERNEL_MAX_GRID_X) grid_x = MTC_KERNEL_MAX_GRID_X;
-  if (grid_x == 0) grid_x = 1;
-  uint64_t grid_y = div_up(largest, MTC_KERNEL_PART_BYTES);
-  if (grid_y > MTC_KERNEL_MAX_PARTS) grid_y = MTC_KERNEL_MAX_PARTS;
+  *grid_x = 0;
+  if (largest == 0) return; /* nothing to copy */
+  uint64_t x = div_up(small, MTC_KERNEL_THREADS / 32) + large;
+  if (x > n) x = n;
+  if (x > MTC_KERNEL_MAX_GRID_X) x = MTC_KERNEL_MAX_GRID_X;
+  if (x == 0) x = 1;
+  uint64_t y = div_up(largest, MTC_KERNEL_PART_BYTES);
+  if (y > MTC_KERNEL_MAX_PARTS) y = MTC_KERNEL_MAX_PARTS;
   uint64_t read_limit = MTC_KERNEL_TABLE_READS / n;
-  if (grid_y > read_limit) grid_y = read_limit;
-  if (grid_y == 0) grid_y = 1;
+  if (y > read_limit) y = read_limit;
+  if (y == 0) y = 1;
+  *grid_x = x;
+  *grid_y = y;
+}
 
-  uint64_t table_address = (uint64_t)(uintptr_t)table;
-  uint32_t count = n;
-  void *params[] = {&table_address, &count};
+/* Launches kernel `id` over the segments of `table` with `params`. */
+static mtc_status launch_segments(mtc_device *device, CUstream stream,
+                                  mtc_kernel_id id, const mtc_segment *table,
+                                  uint32_t n, void **params) {
+  if (n == 0) return MTC_OK;
+  if (device == NULL || table == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "segment kernel launch: %s is NULL",
+                         device == NULL ? "device" : "table");
+  }
+  CUfunction function;
+  mtc_status status = mtc_kernels_function(device, id, &function);
+  if (status != MTC_OK) return status;
+  const mtc_cuda_api *cu;
+  status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  uint64_t grid_x, grid_y;
+  segments_grid(table, n, &grid_x, &grid_y);
+  if (grid_x == 0) return MTC_OK;
   CUresult r = cu->cuLaunchKernel(function, (unsigned)grid_x, (unsigned)grid_y,
                                   1, MTC_KERNEL_THREADS, 1, 1, 0, stream,
                                   params, NULL);
   if (r != CUDA_SUCCESS) {
-    return mtc_cuda_fail(r, "cuLaunchKernel(mtc_copy_segments)");
+    char what[64];
+    mtc_format(what, sizeof what, "cuLaunchKernel(%s)",
+               id == MTC_KERNEL_SCATTER_SEGMENTS ? "mtc_scatter_segments"
+                                                 : "mtc_copy_segments");
+    return mtc_cuda_fail(r, what);
   }
   return MTC_OK;
+}
+
+mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
+                                     const mtc_segment *table, uint32_t n) {
+  uint64_t table_address = (uint64_t)(uintptr_t)table;
+  uint32_t count = n;
+  void *params[] = {&table_address, &count};
+  return launch_segments(device, stream, MTC_KERNEL_COPY_SEGMENTS, table, n,
+                         params);
+}
+
+mtc_status mtc_kernels_scatter_segments(mtc_device *device, CUstream stream,
+                                        uint64_t block, uint64_t table_offset,
+                                        const mtc_segment *table, uint32_t n) {
+  uint32_t count = n;
+  void *params[] = {&block, &table_offset, &count};
+  return launch_segments(device, stream, MTC_KERNEL_SCATTER_SEGMENTS, table,
+                         n, params);
 }

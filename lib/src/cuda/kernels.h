@@ -35,6 +35,16 @@ int mtc_kernels_available(mtc_device *device);
 mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
                                      const mtc_segment *table, uint32_t n);
 
+/* Launches the scatter kernel on `stream` (device's context current):
+ * `block` is device memory holding packed leaves and, at table_offset (a
+ * multiple of 8), n segments whose src is an offset in block and dst a
+ * destination the device can write. `table` is the host copy of those n
+ * segments (the launch is sized from it; it may go once this returns).
+ * Errors as mtc_kernels_copy_segments. */
+mtc_status mtc_kernels_scatter_segments(mtc_device *device, CUstream stream,
+                                        uint64_t block, uint64_t table_offset,
+                                        const mtc_segment *table, uint32_t n);
+
 /* ------------------------------------------------------ for debug_kernels.c */
 
 /* Nonzero when this build embeds the kernels' fatbin. */
@@ -44,7 +54,8 @@ typedef enum mtc_kernel_id {
   MTC_KERNEL_COPY_SEGMENTS = 0,
   MTC_KERNEL_DEBUG_FILL = 1,
   MTC_KERNEL_DEBUG_COPY = 2,
-  MTC_KERNEL_COUNT = 3
+  MTC_KERNEL_SCATTER_SEGMENTS = 3,
+  MTC_KERNEL_COUNT = 4
 } mtc_kernel_id;
 
 /* Threads per block of every kernel (cuda/copy_common.cuh: mtc::kThreads). */

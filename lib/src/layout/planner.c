@@ -48,9 +48,10 @@ static int add_chunk(mtc_layout *layout, size_t *capacity,
   return 0;
 }
 
-mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
-                              int32_t target_device,
-                              const mtc_options *options, mtc_layout *out) {
+/* reuse: leaves already on the target are placed REUSED (else copied). */
+static mtc_status layout(const mtc_leaf *leaves, size_t count,
+                         int32_t target_device, const mtc_options *options,
+                         int reuse, mtc_layout *out) {
   memset(out, 0, sizeof *out);
   out->placements = calloc(count ? count : 1, sizeof *out->placements);
   if (out->placements == NULL) return MTC_ERR_OUT_OF_MEMORY;
@@ -68,7 +69,7 @@ mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
       place->kind = MTC_PLACE_ZERO;
       continue;
     }
-    if (leaf->device == target_device && leaf->row_count <= 1 &&
+    if (reuse && leaf->device == target_device && leaf->row_count <= 1 &&
         !(leaf->flags & MTC_LEAF_STRIDED_INTERNAL)) {
       place->kind = MTC_PLACE_REUSED;
       continue;
@@ -125,6 +126,18 @@ out_of_memory:
   free(open);
   mtc_layout_free(out);
   return MTC_ERR_OUT_OF_MEMORY;
+}
+
+mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
+                              int32_t target_device,
+                              const mtc_options *options, mtc_layout *out) {
+  return layout(leaves, count, target_device, options, 1, out);
+}
+
+mtc_status mtc_planner_layout_into(const mtc_leaf *leaves, size_t count,
+                                   const mtc_options *options,
+                                   mtc_layout *out) {
+  return layout(leaves, count, 0, options, 0, out);
 }
 
 void mtc_layout_free(mtc_layout *layout) {

@@ -63,6 +63,12 @@ mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
                               int32_t target_device,
                               const mtc_options *options, mtc_layout *out);
 
+/* The layout of a plan of copies into existing memory: the same, except
+ * that no leaf is REUSED (each one is copied into its destination). */
+mtc_status mtc_planner_layout_into(const mtc_leaf *leaves, size_t count,
+                                   const mtc_options *options,
+                                   mtc_layout *out);
+
 void mtc_layout_free(mtc_layout *layout);
 
 #endif

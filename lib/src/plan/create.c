@@ -51,8 +51,10 @@ MTC_API mtc_status mtc_plan_create(int32_t target_device,
   return MTC_OK;
 }
 
-MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
-                                       uint64_t count) {
+/* Appends count leaves and, for a plan of copies into existing memory,
+ * their destinations (NULL otherwise); all or none of the call's leaves. */
+static mtc_status add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
+                             const mtc_leaf *destinations, uint64_t count) {
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
   }
@@ -68,11 +70,24 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
                                    "leaves can only be added before submit"),
                      -1);
   }
+  int into = destinations != NULL ? 1 : -1;
+  if (plan->into != 0 && plan->into != into) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_STATE,
+                                   "this plan has leaves %s destinations: "
+                                   "mtc_plan_add_leaves_into and "
+                                   "mtc_plan_add_leaf(s) cannot be mixed",
+                                   into > 0 ? "without" : "with"),
+                     -1);
+  }
   for (uint64_t i = 0; i < count; i++) {
-    mtc_status status = mtc_plan_check_leaf(&leaves[i], plan->leaf_count + i);
-    if (status != MTC_OK) {
-      return mtc_plan_fail(plan, status, (int64_t)(plan->leaf_count + i));
+    uint64_t index = plan->leaf_count + i;
+    mtc_status status = mtc_plan_check_leaf(&leaves[i], index);
+    if (status == MTC_OK && destinations != NULL) {
+      status = mtc_plan_check_destination(plan, &leaves[i], &destinations[i],
+                                          index);
     }
+    if (status != MTC_OK) return mtc_plan_fail(plan, status, (int64_t)index);
   }
   if (count > UINT64_MAX / 2 / sizeof(mtc_leaf) - plan->leaf_count) {
     return mtc_plan_fail(plan,
@@ -84,6 +99,11 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
     uint64_t grown = plan->leaf_capacity ? plan->leaf_capacity * 2 : 64;
     if (grown < needed) grown = needed;
     mtc_leaf *more = realloc(plan->leaves, (size_t)grown * sizeof *more);
+    if (more != NULL) plan->leaves = more;
+    if (more != NULL && into > 0) {
+      more = realloc(plan->destinations, (size_t)grown * sizeof *more);
+      if (more != NULL) plan->destinations = more;
+    }
     if (more == NULL) {
       return mtc_plan_fail(plan,
                        mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
@@ -91,7 +111,6 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
                                      (unsigned long long)needed),
                        -1);
     }
-    plan->leaves = more;
     plan->leaf_capacity = grown;
   }
   if (count > 0) {
@@ -100,9 +119,34 @@ MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
     for (uint64_t i = plan->leaf_count; i < needed; i++) {
       plan->leaves[i].flags &= ~MTC_LEAF_STRIDED_INTERNAL;
     }
+    if (into > 0) {
+      memcpy(plan->destinations + plan->leaf_count, destinations,
+             (size_t)count * sizeof *destinations);
+    }
+    plan->into = into;
   }
   plan->leaf_count = needed;
   return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
+                                       uint64_t count) {
+  return add_leaves(plan, leaves, NULL, count);
+}
+
+MTC_API mtc_status mtc_plan_add_leaves_into(mtc_plan *plan,
+                                            const mtc_leaf *leaves,
+                                            const mtc_leaf *destinations,
+                                            uint64_t count) {
+  if (plan != NULL && destinations == NULL && count > 0) {
+    return mtc_plan_fail(plan,
+                     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                   "destinations must not be NULL"),
+                     -1);
+  }
+  /* count 0 still marks the plan as one of copies into existing memory. */
+  static const mtc_leaf none;
+  return add_leaves(plan, leaves, destinations ? destinations : &none, count);
 }
 
 MTC_API mtc_status mtc_plan_add_leaf(mtc_plan *plan, const mtc_leaf *leaf,

@@ -53,6 +53,8 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   free(plan->leaves);
   for (uint64_t i = 0; i < plan->strided_count; i++) free(plan->strided[i]);
   free(plan->strided);
+  free(plan->destinations);
+  free(plan->copy_out);
   free(plan->streams);
   free(plan->results);
   free(plan->blocks);

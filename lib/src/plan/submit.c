@@ -22,9 +22,12 @@ static mtc_status prepare(mtc_plan *plan) {
   if (layout_options.max_packed_chunk_bytes > plan->staging_max_bytes) {
     layout_options.max_packed_chunk_bytes = plan->staging_max_bytes;
   }
-  mtc_status status = mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
-                                         plan->target, &layout_options,
-                                         &plan->layout);
+  mtc_status status =
+      plan->destinations != NULL
+          ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
+                                    &layout_options, &plan->layout)
+          : mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
+                               plan->target, &layout_options, &plan->layout);
   if (status != MTC_OK) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
@@ -70,8 +73,10 @@ static mtc_status prepare(mtc_plan *plan) {
   return MTC_OK;
 }
 
-/* Does the plan copy (not reuse) leaves that live on device? */
+/* Does the plan copy (not reuse) leaves that live on device, or write
+ * destinations there? */
 static int copies_from(const mtc_plan *plan, int32_t device) {
+  if (plan->destinations != NULL && device == plan->target) return 1;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     mtc_placement_kind kind = plan->layout.placements[i].kind;
     if (plan->leaves[i].device == device &&
@@ -174,6 +179,7 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
                      -1);
   }
   mtc_status status = mtc_plan_check_leaf_devices(plan);
+  if (status == MTC_OK) status = mtc_plan_check_destinations(plan);
   if (status != MTC_OK) return status;
   status = prepare(plan);
   if (status != MTC_OK) return mtc_plan_fail_submit(plan, status, -1);

@@ -1,6 +1,9 @@
 /* validate.c — what makes a leaf acceptable: checked as leaves are added
- * (its own fields) and at submit (its device exists on this machine). */
+ * (its own fields, its destination) and at submit (its device exists on
+ * this machine; destinations do not overlap). */
 #include "plan/validate.h"
+
+#include <stdlib.h>
 
 #include "cuda/driver.h"
 #include "plan/phase.h"
@@ -165,4 +168,136 @@ mtc_status mtc_plan_check_layout(const mtc_leaf *leaf,
                          i);
   }
   return MTC_OK;
+}
+
+/* The device's name in messages: "cuda:N" or "host memory". */
+static void device_name(char *out, size_t size, int32_t device) {
+  if (device == MTC_DEVICE_CPU) mtc_format(out, size, "host memory");
+  else mtc_format(out, size, "cuda:%d", device);
+}
+
+mtc_status mtc_plan_check_destination(const mtc_plan *plan,
+                                      const mtc_leaf *leaf,
+                                      const mtc_leaf *destination,
+                                      uint64_t index) {
+  unsigned long long i = (unsigned long long)index;
+  if (destination->bytes != leaf->bytes) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination holds %llu bytes but the "
+                         "leaf has %llu",
+                         i, (unsigned long long)destination->bytes,
+                         (unsigned long long)leaf->bytes);
+  }
+  if (destination->element_size != leaf->element_size) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination has %u-byte elements but "
+                         "the leaf %u-byte ones",
+                         i, destination->element_size, leaf->element_size);
+  }
+  if (destination->address == 0 && destination->bytes > 0) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination's address is 0", i);
+  }
+  if (destination->row_count > 1) {
+    return mtc_error_set(MTC_ERR_UNSUPPORTED,
+                         "leaf %llu: its destination has row_count %u; "
+                         "destinations must be contiguous",
+                         i, destination->row_count);
+  }
+  if (destination->address > UINT64_MAX - destination->bytes) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination's address + bytes "
+                         "overflows the address space",
+                         i);
+  }
+  if (destination->device != plan->target) {
+    char where[32], target[32];
+    device_name(where, sizeof where, destination->device);
+    device_name(target, sizeof target, plan->target);
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination is in %s but the plan "
+                         "copies to %s",
+                         i, where, target);
+  }
+  return MTC_OK;
+}
+
+/* The bytes a leaf's source spans (strided host leaves: rows apart). */
+static uint64_t source_extent(const mtc_leaf *leaf) {
+  if (leaf->row_count <= 1) return leaf->bytes;
+  uint64_t row_bytes = leaf->bytes / leaf->row_count;
+  return leaf->row_pitch * (leaf->row_count - 1) + row_bytes;
+}
+
+/* A destination's start, and the leaf it belongs to. */
+typedef struct destination_start {
+  uint64_t address;
+  uint64_t leaf;
+} destination_start;
+
+static int compare_starts(const void *a, const void *b) {
+  const destination_start *x = a, *y = b;
+  if (x->address != y->address) return x->address < y->address ? -1 : 1;
+  /* Equal addresses: the earlier leaf first, so the later one is named. */
+  return x->leaf < y->leaf ? -1 : 1;
+}
+
+mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
+  const mtc_leaf *dst = plan->destinations;
+  if (dst == NULL) return MTC_OK;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    const mtc_leaf *leaf = &plan->leaves[i];
+    if (leaf->bytes == 0 || leaf->device != dst[i].device) continue;
+    uint64_t begin = leaf->address, end = leaf->address + source_extent(leaf);
+    if (dst[i].address < end && begin < dst[i].address + dst[i].bytes) {
+      return mtc_plan_fail_submit(plan,
+                                  mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                                                "leaf %llu: its destination "
+                                                "overlaps the leaf itself",
+                                                (unsigned long long)i),
+                                  (int64_t)i);
+    }
+  }
+  /* Destinations all lie on the target: sorted by address, two overlap
+   * when one starts before the end of the one before it. */
+  destination_start *order =
+      malloc((size_t)(plan->leaf_count ? plan->leaf_count : 1) * sizeof *order);
+  if (order == NULL) {
+    return mtc_plan_fail_submit(plan,
+                                mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                                              "out of host memory"),
+                                -1);
+  }
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    if (dst[i].bytes > 0) {
+      order[n].address = dst[i].address;
+      order[n++].leaf = i;
+    }
+  }
+  qsort(order, (size_t)n, sizeof *order, compare_starts);
+  mtc_status status = MTC_OK;
+  uint64_t reach = 0, reacher = 0; /* furthest end so far, and whose */
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t i = order[k].leaf;
+    if (k > 0 && dst[i].address < reach) {
+      uint64_t later = i > reacher ? i : reacher;
+      uint64_t earlier = i > reacher ? reacher : i;
+      status = mtc_plan_fail_submit(
+          plan,
+          mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                        "leaf %llu: its destination overlaps the destination "
+                        "of leaf %llu",
+                        (unsigned long long)later,
+                        (unsigned long long)earlier),
+          (int64_t)later);
+      break;
+    }
+    if (k == 0 || dst[i].address + dst[i].bytes > reach) {
+      reach = dst[i].address + dst[i].bytes;
+      reacher = i;
+    }
+  }
+  free(order);
+  return status;
 }

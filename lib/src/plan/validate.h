@@ -21,5 +21,16 @@ mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan);
 mtc_status mtc_plan_check_layout(const mtc_leaf *leaf,
                                  const mtc_leaf_layout *layout,
                                  uint64_t index);
+/* A destination of mtc_plan_add_leaves_into for `leaf` (index `index`):
+ * the leaf's bytes and element size, contiguous, on the plan's target. */
+mtc_status mtc_plan_check_destination(const mtc_plan *plan,
+                                      const mtc_leaf *leaf,
+                                      const mtc_leaf *destination,
+                                      uint64_t index);
+
+/* At submit, for a plan of copies into existing memory: no two
+ * destinations overlap, nor a destination its own leaf. On failure the plan
+ * is failed (mtc_plan_fail_submit) naming the later leaf. */
+mtc_status mtc_plan_check_destinations(mtc_plan *plan);
 
 #endif

@@ -6,6 +6,7 @@
  *   device -> device  peer.c        one peer copy a leaf on the target's stream
  *   host -> host      host_copy.c   staged into malloc'd host blocks
  *   packed leaves of one GPU, any target: gather.c, one kernel launch
+ *   into existing memory, every direction: into.c (see there)
  *
  * Each writes the output block it made to *out (kept by the plan) and
  * returns the status, the thread's last error set on failure. */
@@ -32,6 +33,11 @@ mtc_status mtc_to_host_own_leaf(mtc_transfer *t, uint64_t index, mtc_block **out
 mtc_status mtc_peer_own_leaf(mtc_transfer *t, uint64_t index, mtc_block **out);
 mtc_status mtc_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
                              mtc_block **out);
+
+/* Copies a host leaf to dst on target (entered): streamed through pinned
+ * pieces, or handed to the driver with pinned staging off. */
+mtc_status mtc_to_device_leaf_at(mtc_transfer *t, mtc_device *target,
+                                 const mtc_leaf *leaf, CUdeviceptr dst);
 
 /* Gathers every packed leaf of one source device with one kernel launch on
  * the source's copy stream: into pinned host blocks (target host), or into

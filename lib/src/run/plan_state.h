@@ -17,6 +17,7 @@
 #include "memory/pinned_pool.h"
 #include "layout/planner.h"
 #include "stage/strided.h"
+#include "stage/stage_copy.h"
 
 typedef enum mtc_plan_phase {
   MTC_PHASE_BUILDING = 0,   /* accepting leaves */
@@ -58,6 +59,18 @@ struct mtc_plan {
    * layout. Set before submit; read-only afterwards. */
   mtc_strided **strided;
   uint64_t strided_count;
+
+  /* mtc_plan_add_leaves_into: leaf i is copied into destinations[i]
+   * (capacity as leaves; NULL for a plan of plain leaves). `into` is 1 once
+   * such leaves were added, -1 once plain ones were, 0 before either. Set
+   * before submit; read-only afterwards. */
+  mtc_leaf *destinations;
+  int into;
+  /* Device -> host leaves of an into plan: what is copied out of the pinned
+   * blocks into the destinations once the copy has completed
+   * (run/into.c). Written by the submission; read under the lock. */
+  mtc_stage_segment *copy_out;
+  size_t copy_out_count;
 
   /* Set before submit; read-only afterwards. One entry per device. */
   mtc_plan_stream *streams;

@@ -143,10 +143,17 @@ mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
   mtc_plan_keep_block(plan, block);
   *out = block;
   mtc_trace_span(t->trace, "alloc", "block", leaf - plan->leaves, leaf->bytes, begin);
+  return mtc_to_device_leaf_at(t, target, leaf, (CUdeviceptr)block->address);
+}
+
+mtc_status mtc_to_device_leaf_at(mtc_transfer *t, mtc_device *target,
+                                 const mtc_leaf *leaf, CUdeviceptr dst) {
+  mtc_plan *plan = t->plan;
   if (plan->options.use_pinned_staging) {
-    return stream_own_leaf(t, target, leaf, (CUdeviceptr)block->address);
+    return stream_own_leaf(t, target, leaf, dst);
   }
   const void *src = (const void *)(uintptr_t)leaf->address;
+  mtc_status status;
   if (leaf->row_count > 1 || mtc_plan_leaf_strided(plan, (uint64_t)(leaf - plan->leaves))) {
     /* The driver copies one contiguous range: densify first. */
     unsigned char *dense = malloc((size_t)leaf->bytes);
@@ -161,8 +168,7 @@ mtc_status mtc_to_device_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
   /* The driver reads pageable memory before the call returns. */
   status = mtc_plan_read_begin(plan);
   if (status != MTC_OK) return status;
-  status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
-                                                      src, (size_t)leaf->bytes,
+  status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2(dst, src, (size_t)leaf->bytes,
                                                       target->stream),
                           "cuMemcpyHtoDAsync");
   mtc_plan_read_end(plan);

@@ -1,7 +1,7 @@
 /* transfer.c — carrying out a laid-out plan: gathers first (the GPU gathers
  * while the host stages the rest), then the own leaves, then every other
- * packed chunk, each by its direction (directions.h); then one completion
- * event for the whole copy. On failure it waits for what it enqueued and
+ * packed chunk, each by its direction (directions.h; into.c for copies into
+ * existing memory); then one completion event for the whole copy. On failure it waits for what it enqueued and
  * lets go of everything the plan acquired.
  *
  * Ordering: before the first copy that reads leaves of a device whose
@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "run/directions.h"
+#include "run/into.h"
 
 static mtc_status copy_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
                              uint64_t count, mtc_block **out) {
@@ -147,6 +148,44 @@ static void abort_transfer(mtc_transfer *t) {
   plan->held_count = 0;
 }
 
+/* Every leaf of a plan of new outputs: gathers first (the GPU gathers
+ * while the host stages the rest), then the own leaves, then the chunks:
+ * an own leaf's DMA is long, and the chunks (whose DMAs are short) are
+ * staged while it runs. */
+static mtc_status copy_all(mtc_transfer *t, const mtc_chunk_members *members,
+                           mtc_block **chunk_blocks, mtc_block **own_blocks) {
+  mtc_plan *plan = t->plan;
+  /* Per chunk: 0 to copy on its own, 1 gathered, 2 its source declined. */
+  unsigned char *gathered = calloc(plan->layout.chunk_count + 1, 1);
+  if (gathered == NULL) return mtc_out_of_host_memory();
+  mtc_status status = MTC_OK;
+  for (size_t c = 0; status == MTC_OK && c < plan->layout.chunk_count; c++) {
+    int32_t source = plan->layout.chunks[c].source_device;
+    if (source == MTC_DEVICE_CPU || gathered[c] != 0) continue;
+    int done = 0;
+    status = mtc_gather_source(t, source, members, chunk_blocks, &done);
+    for (size_t d = c; d < plan->layout.chunk_count; d++) {
+      if (plan->layout.chunks[d].source_device == source) {
+        gathered[d] = done ? 1 : 2;
+      }
+    }
+  }
+  for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
+    if (plan->layout.placements[i].kind != MTC_PLACE_OWN) continue;
+    status = copy_own_leaf(t, i, &own_blocks[i]);
+    if (status != MTC_OK) t->failed_leaf = (int64_t)i;
+  }
+  for (size_t c = 0; status == MTC_OK && c < plan->layout.chunk_count; c++) {
+    if (gathered[c] == 1) continue;
+    uint64_t first = members->first[c];
+    status = copy_chunk(t, c, &members->leaves[first],
+                        members->first[c + 1] - first, &chunk_blocks[c]);
+    if (status != MTC_OK) mtc_transfer_blame_chunk(t, members, c);
+  }
+  free(gathered);
+  return status;
+}
+
 mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
                             int64_t *failed_leaf) {
   mtc_transfer t;
@@ -177,41 +216,19 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   mtc_block **chunk_blocks =
       calloc(plan->layout.chunk_count + 1, sizeof *chunk_blocks);
   mtc_block **own_blocks = calloc(plan->leaf_count + 1, sizeof *own_blocks);
-  /* Per chunk: 0 to copy on its own, 1 gathered, 2 its source declined. */
-  unsigned char *gathered = calloc(plan->layout.chunk_count + 1, 1);
   mtc_status status =
-      (chunk_blocks && own_blocks && gathered) ? MTC_OK : mtc_out_of_host_memory();
+      (chunk_blocks && own_blocks) ? MTC_OK : mtc_out_of_host_memory();
   if (status == MTC_OK) status = mtc_chunk_members_group(plan, &members);
-
-  /* Gathers first: the GPU gathers while the host stages the rest. */
-  for (size_t c = 0; status == MTC_OK && c < plan->layout.chunk_count; c++) {
-    int32_t source = plan->layout.chunks[c].source_device;
-    if (source == MTC_DEVICE_CPU || gathered[c] != 0) continue;
-    int done = 0;
-    status = mtc_gather_source(&t, source, &members, chunk_blocks, &done);
-    for (size_t d = c; d < plan->layout.chunk_count; d++) {
-      if (plan->layout.chunks[d].source_device == source) {
-        gathered[d] = done ? 1 : 2;
-      }
-    }
-  }
-  /* Then the own leaves, then the chunks: an own leaf's DMA is long, and
-   * the chunks (whose DMAs are short) are staged while it runs. */
-  for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
-    if (plan->layout.placements[i].kind != MTC_PLACE_OWN) continue;
-    status = copy_own_leaf(&t, i, &own_blocks[i]);
-    if (status != MTC_OK) t.failed_leaf = (int64_t)i;
-  }
-  for (size_t c = 0; status == MTC_OK && c < plan->layout.chunk_count; c++) {
-    if (gathered[c] == 1) continue;
-    uint64_t first = members.first[c];
-    status = copy_chunk(&t, c, &members.leaves[first],
-                        members.first[c + 1] - first, &chunk_blocks[c]);
-    if (status != MTC_OK) mtc_transfer_blame_chunk(&t, &members, c);
+  if (status == MTC_OK) {
+    status = plan->destinations != NULL
+                 ? mtc_into_run(&t, &members, chunk_blocks, own_blocks)
+                 : copy_all(&t, &members, chunk_blocks, own_blocks);
   }
   if (status == MTC_OK) status = record_completion(&t);
 
-  if (status == MTC_OK) {
+  if (status == MTC_OK && plan->destinations != NULL) {
+    mtc_into_fill_results(plan);
+  } else if (status == MTC_OK) {
     fill_results(plan, chunk_blocks, own_blocks);
   } else {
     abort_transfer(&t);
@@ -225,7 +242,6 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   free(members.leaves);
   free(chunk_blocks);
   free(own_blocks);
-  free(gathered);
   free(t.used);
   free(t.waits);
   return status;

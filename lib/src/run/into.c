@@ -1,0 +1,347 @@
+/* into.c — copies into memory that already exists
+ * (mtc_plan_add_leaves_into): leaf i goes to plan->destinations[i], and
+ * no output block is made for it. By direction:
+ *
+ *   host -> device    packed leaves and a table of where each goes staged
+ *                     into one pinned buffer, one DMA into a scratch block
+ *                     of the target, one scatter kernel that places them;
+ *                     own leaves streamed through pinned pieces straight
+ *                     into their destination
+ *   device -> device  on one device, its packed leaves by one gather launch
+ *                     whose table points at the destinations; own leaves,
+ *                     leaves of another device and all without kernels one
+ *                     copy each (peer copies between devices)
+ *   device -> host    as for new outputs (gather kernel into pinned
+ *                     blocks), then copied out into the destinations once
+ *                     the copy has completed (copy_out.c)
+ *   host -> host      staged straight into the destinations
+ *
+ * Every copy that writes device destinations runs after the work queued on
+ * the caller's stream of the target before submit (submit.c records that
+ * event for plans of this kind). */
+#include "run/into.h"
+
+#include <stdlib.h>
+
+#include "cuda/kernels.h"
+#include "run/directions.h"
+#include "run/staging.h"
+
+/* Fewest packed leaves worth a kernel launch (gather or scatter) rather
+ * than one copy each. */
+#define MTC_INTO_KERNEL_MIN_LEAVES 2
+
+static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
+  return plan->destinations[leaf].address;
+}
+
+/* Enters the target: copies on its stream write destinations only after
+ * the caller's work queued there before submit. */
+static mtc_status enter_target(mtc_transfer *t, mtc_device **target) {
+  mtc_status status = mtc_transfer_enter_device(t, t->plan->target, target);
+  if (status != MTC_OK) return status;
+  return mtc_transfer_order_after_source(t, *target, t->plan->target);
+}
+
+/* Host memory the chunk is staged into: pinned, or malloc'd with pinned
+ * staging off; kept by the plan until the copy is over. */
+static mtc_status host_staging(mtc_transfer *t, mtc_device *target,
+                               uint64_t bytes, unsigned char **out) {
+  if (t->plan->options.use_pinned_staging) {
+    mtc_pinned_buffer buffer;
+    mtc_status status = mtc_transfer_acquire_staging(t, target, (size_t)bytes, &buffer);
+    if (status != MTC_OK) return status;
+    *out = buffer.ptr;
+    return MTC_OK;
+  }
+  *out = malloc((size_t)bytes);
+  if (*out == NULL) return mtc_out_of_host_memory();
+  mtc_plan_keep_host(t->plan, *out);
+  return MTC_OK;
+}
+
+/* Host chunk c into the target's destinations: staged with its scatter
+ * table behind the leaves, one DMA, one scatter launch. Without kernels,
+ * for a single leaf, or when the table does not fit a staging buffer: one
+ * DMA a leaf out of the staged chunk. */
+static mtc_status scatter_chunk(mtc_transfer *t, size_t c,
+                                const uint64_t *members, uint64_t count) {
+  mtc_plan *plan = t->plan;
+  const mtc_chunk *chunk = &plan->layout.chunks[c];
+  mtc_device *target;
+  mtc_status status = enter_target(t, &target);
+  if (status != MTC_OK) return status;
+  uint64_t table_offset = (chunk->bytes + 7) / 8 * 8;
+  uint64_t total = table_offset + count * sizeof(mtc_segment);
+  int scatter = count >= MTC_INTO_KERNEL_MIN_LEAVES && count <= UINT32_MAX &&
+                total <= plan->staging_max_bytes &&
+                mtc_kernels_available(target);
+  unsigned char *staged;
+  status = host_staging(t, target, scatter ? total : chunk->bytes, &staged);
+  if (status != MTC_OK) return status;
+  status = mtc_transfer_stage_chunk(t, members, count, staged);
+  if (status != MTC_OK) return status;
+
+  if (!scatter) {
+    t->stats->copies_issued += count;
+    for (uint64_t k = 0; k < count; k++) {
+      uint64_t leaf = members[k];
+      status = mtc_cuda_check(
+          t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)destination_of(plan, leaf),
+                                      staged + plan->layout.placements[leaf].offset,
+                                      (size_t)plan->leaves[leaf].bytes,
+                                      target->stream),
+          "cuMemcpyHtoDAsync");
+      if (status != MTC_OK) return status;
+    }
+    return MTC_OK;
+  }
+  mtc_segment *table = (mtc_segment *)(staged + table_offset);
+  for (uint64_t k = 0; k < count; k++) {
+    uint64_t leaf = members[k];
+    table[k].src = plan->layout.placements[leaf].offset;
+    table[k].dst = destination_of(plan, leaf);
+    table[k].bytes = plan->leaves[leaf].bytes;
+  }
+  mtc_block *scratch;
+  status = mtc_block_new_device(target, total, &scratch);
+  if (status != MTC_OK) return status;
+  mtc_plan_keep_block(plan, scratch);
+  t->stats->copies_issued += 2;
+  status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)scratch->address,
+                                                      staged, (size_t)total,
+                                                      target->stream),
+                          "cuMemcpyHtoDAsync");
+  if (status != MTC_OK) return status;
+  return mtc_kernels_scatter_segments(target, target->stream, scratch->address,
+                                      table_offset, table, (uint32_t)count);
+}
+
+/* One device leaf into its destination on the target, on the target's
+ * stream: a copy within the device, or a peer copy. */
+static mtc_status peer_leaf(mtc_transfer *t, uint64_t index) {
+  mtc_plan *plan = t->plan;
+  const mtc_leaf *leaf = &plan->leaves[index];
+  mtc_device *source, *target;
+  mtc_status status = mtc_device_get(leaf->device, &source);
+  if (status != MTC_OK) return status;
+  status = mtc_transfer_enter_peer_copy(t, source, &target);
+  if (status != MTC_OK) return status;
+  status = mtc_transfer_order_after_source(t, target, plan->target);
+  if (status != MTC_OK) return status;
+  t->stats->copies_issued++;
+  CUdeviceptr dst = (CUdeviceptr)destination_of(plan, index);
+  if (source == target) {
+    return mtc_cuda_check(t->cu->cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)leaf->address,
+                                                      (size_t)leaf->bytes,
+                                                      target->stream),
+                          "cuMemcpyDtoDAsync");
+  }
+  return mtc_cuda_check(t->cu->cuMemcpyPeerAsync(dst, target->context,
+                                                 (CUdeviceptr)leaf->address,
+                                                 source->context,
+                                                 (size_t)leaf->bytes, target->stream),
+                        "cuMemcpyPeerAsync");
+}
+
+/* Every packed leaf of the target's own device into its destination with
+ * one gather launch on its stream. *done stays 0, with nothing enqueued,
+ * when that path does not apply: another source device, too few leaves, no
+ * kernels.
+ *
+ * Why not between devices, as startCopy's gathers push into the target:
+ * there the outputs come from libmtc's pool, which it opens to the source
+ * device; a destination may come from any allocator (another library's
+ * pool), which a kernel on another device may not be able to reach, and a
+ * kernel's stray write is fatal to the context, where a peer copy always
+ * works. */
+static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
+                              const mtc_chunk_members *members, int *done) {
+  mtc_plan *plan = t->plan;
+  const mtc_layout *layout = &plan->layout;
+  *done = 0;
+  uint64_t leaves = 0;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device == source_ordinal) {
+      leaves += layout->chunks[c].leaf_count;
+    }
+  }
+  if (source_ordinal != plan->target || leaves < MTC_INTO_KERNEL_MIN_LEAVES) return MTC_OK;
+  mtc_device *source;
+  mtc_status status = mtc_device_get(source_ordinal, &source);
+  if (status != MTC_OK) return status;
+  if (!mtc_kernels_available(source)) return MTC_OK;
+  *done = 1;
+  /* Sources and destinations are on this device: the launch waits for
+   * the caller's stream there (both reads and writes). */
+  status = mtc_transfer_enter_device(t, source_ordinal, &source);
+  if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
+  if (status != MTC_OK) return status;
+
+  /* Pinned tables, one launch each, each within a staging buffer. */
+  uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
+  if (per_table > UINT32_MAX) per_table = UINT32_MAX;
+  mtc_segment *table = NULL;
+  uint64_t n = 0, left = leaves;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device != source_ordinal) continue;
+    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      if (table == NULL) {
+        uint64_t size = left < per_table ? left : per_table;
+        mtc_pinned_buffer buffer;
+        status = mtc_transfer_acquire_staging(t, source, (size_t)size * sizeof(mtc_segment),
+                                              &buffer);
+        if (status != MTC_OK) return status;
+        table = buffer.ptr;
+      }
+      uint64_t leaf = members->leaves[m];
+      table[n].src = plan->leaves[leaf].address;
+      table[n].dst = destination_of(plan, leaf);
+      table[n].bytes = plan->leaves[leaf].bytes;
+      left--;
+      if (++n == per_table || left == 0) {
+        t->stats->copies_issued++;
+        status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
+        if (status != MTC_OK) return status;
+        table = NULL;
+        n = 0;
+      }
+    }
+  }
+  return MTC_OK;
+}
+
+/* Host leaves bound for host destinations, staged straight into them. */
+static mtc_status host_to_host(mtc_transfer *t) {
+  mtc_plan *plan = t->plan;
+  mtc_stage_segment *segments =
+      malloc((size_t)(plan->leaf_count ? plan->leaf_count : 1) * sizeof *segments);
+  if (segments == NULL) return mtc_out_of_host_memory();
+  size_t n = 0;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    const mtc_leaf *leaf = &plan->leaves[i];
+    if (leaf->bytes == 0 || leaf->device != MTC_DEVICE_CPU) continue;
+    segments[n++] = mtc_leaf_segment(plan, leaf, (unsigned char *)(uintptr_t)destination_of(plan, i));
+  }
+  mtc_status status = n > 0 ? mtc_transfer_stage(t, segments, n) : MTC_OK;
+  free(segments);
+  return status;
+}
+
+/* Device leaves bound for host destinations: where each landed in the
+ * pinned blocks, to be copied out once the copy has completed. */
+static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
+                                mtc_block **own_blocks) {
+  mtc_plan *plan = t->plan;
+  size_t n = 0;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    if (plan->leaves[i].bytes > 0 && plan->leaves[i].device != MTC_DEVICE_CPU) n++;
+  }
+  if (n == 0) return MTC_OK;
+  plan->copy_out = malloc(n * sizeof *plan->copy_out);
+  if (plan->copy_out == NULL) return mtc_out_of_host_memory();
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    const mtc_leaf *leaf = &plan->leaves[i];
+    if (leaf->bytes == 0 || leaf->device == MTC_DEVICE_CPU) continue;
+    const mtc_placement *place = &plan->layout.placements[i];
+    uint64_t landed = place->kind == MTC_PLACE_PACKED
+                          ? chunk_blocks[place->chunk]->address + place->offset
+                          : own_blocks[i]->address;
+    mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count++];
+    seg->dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
+    seg->src = (const unsigned char *)(uintptr_t)landed;
+    seg->begin = 0;
+    seg->end = leaf->bytes;
+    seg->row_bytes = 0;
+    seg->row_pitch = 0;
+  }
+  return MTC_OK;
+}
+
+/* One own leaf, by its direction. */
+static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t i, mtc_block **own_blocks) {
+  mtc_plan *plan = t->plan;
+  const mtc_leaf *leaf = &plan->leaves[i];
+  if (plan->target == MTC_DEVICE_CPU) {
+    if (leaf->device == MTC_DEVICE_CPU) return MTC_OK; /* host_to_host */
+    return mtc_to_host_own_leaf(t, i, &own_blocks[i]);
+  }
+  if (leaf->device != MTC_DEVICE_CPU) return peer_leaf(t, i);
+  mtc_device *target;
+  mtc_status status = enter_target(t, &target);
+  if (status != MTC_OK) return status;
+  return mtc_to_device_leaf_at(t, target, leaf, (CUdeviceptr)destination_of(plan, i));
+}
+
+/* One packed chunk not gathered, by its direction. */
+static mtc_status copy_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
+                             uint64_t count, mtc_block **chunk_blocks) {
+  mtc_plan *plan = t->plan;
+  int32_t source = plan->layout.chunks[c].source_device;
+  if (source == MTC_DEVICE_CPU) {
+    if (plan->target == MTC_DEVICE_CPU) return MTC_OK; /* host_to_host */
+    return scatter_chunk(t, c, members, count);
+  }
+  if (plan->target == MTC_DEVICE_CPU) {
+    return mtc_to_host_chunk(t, c, members, count, &chunk_blocks[c]);
+  }
+  for (uint64_t k = 0; k < count; k++) {
+    mtc_status status = peer_leaf(t, members[k]);
+    if (status != MTC_OK) {
+      t->failed_leaf = (int64_t)members[k];
+      return status;
+    }
+  }
+  return MTC_OK;
+}
+
+mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
+                        mtc_block **chunk_blocks, mtc_block **own_blocks) {
+  mtc_plan *plan = t->plan;
+  const mtc_layout *layout = &plan->layout;
+  /* Per chunk: 0 to copy on its own, 1 gathered, 2 its source declined. */
+  unsigned char *gathered = calloc(layout->chunk_count + 1, 1);
+  if (gathered == NULL) return mtc_out_of_host_memory();
+  mtc_status status = MTC_OK;
+  /* Gathers first: the GPU gathers while the host stages the rest. */
+  for (size_t c = 0; status == MTC_OK && c < layout->chunk_count; c++) {
+    int32_t source = layout->chunks[c].source_device;
+    if (source == MTC_DEVICE_CPU || gathered[c] != 0) continue;
+    int done = 0;
+    status = plan->target == MTC_DEVICE_CPU
+                 ? mtc_gather_source(t, source, members, chunk_blocks, &done)
+                 : gather_into(t, source, members, &done);
+    for (size_t d = c; d < layout->chunk_count; d++) {
+      if (layout->chunks[d].source_device == source) gathered[d] = done ? 1 : 2;
+    }
+  }
+  for (uint64_t i = 0; status == MTC_OK && i < plan->leaf_count; i++) {
+    if (layout->placements[i].kind != MTC_PLACE_OWN) continue;
+    status = copy_own_leaf(t, i, own_blocks);
+    if (status != MTC_OK) t->failed_leaf = (int64_t)i;
+  }
+  for (size_t c = 0; status == MTC_OK && c < layout->chunk_count; c++) {
+    if (gathered[c] == 1) continue;
+    uint64_t first = members->first[c];
+    status = copy_chunk(t, c, &members->leaves[first], members->first[c + 1] - first,
+                        chunk_blocks);
+    if (status != MTC_OK && t->failed_leaf < 0) mtc_transfer_blame_chunk(t, members, c);
+  }
+  free(gathered);
+  if (status == MTC_OK && plan->target == MTC_DEVICE_CPU) {
+    status = host_to_host(t);
+    if (status == MTC_OK) status = plan_copy_out(t, chunk_blocks, own_blocks);
+  }
+  return status;
+}
+
+void mtc_into_fill_results(mtc_plan *plan) {
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    mtc_leaf_result *r = &plan->results[i];
+    r->address = destination_of(plan, i);
+    r->block = NULL;
+    r->offset = 0;
+    r->device = plan->target;
+    r->flags = MTC_RESULT_INTO;
+  }
+}

@@ -1,0 +1,106 @@
+// The GPU suite's copyInto tests: every direction on one real GPU (and
+// between two where the host has them), byte-exact against random data, and
+// the stream order of writes into buffers a kernel is still using. Run as
+// the rest of tests/gpu (see gpu.test.ts).
+import { copyInto, type DeviceTensor, disposeAll, hasKernels, startCopy, Stream, Tensor, type TypedArray, withStream } from "../../ts/mod.ts";
+import { debugCopy, debugFill } from "../../ts/testing.ts";
+import { assert, assertEquals, assertSame } from "../ts/harness.ts";
+import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
+import { DEVICE, gpuTest, twoGpus, withKernels } from "./gpu_env.ts";
+
+type HostLeaf = TypedArray | Tensor;
+
+/** Every dtype, 1-D and 2-D, and one leaf of 1 MiB (copied on its own, not packed). */
+function randomBatch(seed: number): HostLeaf[] {
+  return [
+    ...DTYPES.flatMap((dtype, i) => [randomLeaf(dtype, [5 + i], seed + 2 * i), randomLeaf(dtype, [7, 3], seed + 2 * i + 1)]),
+    randomLeaf("float32", [1 << 18], seed + 99),
+  ];
+}
+
+function zerosLike(batch: HostLeaf[]): HostLeaf[] {
+  return batch.map((leaf) => {
+    const data = leaf instanceof Tensor ? leaf.data : leaf;
+    const zeros = new (data.constructor as new (n: number) => TypedArray)(data.length);
+    return leaf instanceof Tensor ? new Tensor(zeros, leaf.shape, leaf.dtype) : zeros;
+  });
+}
+
+function assertHolds(onGpu: DeviceTensor[], expected: HostLeaf[]): void {
+  onGpu.forEach((t, i) => assertEquals(bytesOf(t.toHost()), bytesOf(expected[i]!), `leaf ${i} (${t.dtype})`));
+}
+
+for (const packed of [true, false]) {
+  const kind = packed ? "views into one block" : "blocks of their own";
+  gpuTest(`copyInto host -> GPU -> GPU -> host, into ${kind}`, async () => {
+    const source = randomBatch(500);
+    const buffers = await startCopy(zerosLike(source), DEVICE, { packCpuTensors: packed });
+    const second = await startCopy(zerosLike(source), DEVICE, { packCpuTensors: packed });
+    if (packed) assertSame(buffers[0]!.block, buffers[1]!.block);
+    const addresses = buffers.map((t) => t.address);
+
+    assertSame(await copyInto(source, buffers), buffers, "host -> GPU gives the destination back");
+    assertEquals(buffers.map((t) => t.address), addresses);
+    assertHolds(buffers, source);
+
+    assertSame(await copyInto(buffers, second), second, "GPU -> GPU, the same device");
+    assertHolds(second, source);
+
+    const back = zerosLike(source);
+    assertSame(await copyInto(second, back), back, "GPU -> host");
+    back.forEach((leaf, i) => assertEquals(bytesOf(leaf), bytesOf(source[i]!), `leaf ${i}`));
+
+    // Again with other data into the same buffers, as a decode step does.
+    const next = randomBatch(600);
+    copyInto(next, buffers, { useBackgroundThread: false }).get();
+    assertHolds(buffers, next);
+    disposeAll([buffers, second]);
+  });
+}
+
+gpuTest("copyInto: packed host leaves take one DMA and one scatter launch", async () => {
+  const source = { a: new Int32Array([1, 2, 3]), b: new Float64Array([4, 5]), c: new Uint8Array([6]) };
+  const buffers = await startCopy({ a: new Int32Array(3), b: new Float64Array(2), c: new Uint8Array(1) }, DEVICE);
+  const h = copyInto(source, buffers);
+  await h;
+  assertSame(h.stats().copiesIssued, hasKernels() ? 2 : 3, "a DMA and the scatter launch (without kernels: a DMA a leaf)");
+  assertEquals(Array.from(buffers.a.toHost() as Int32Array), [1, 2, 3]);
+  assertEquals(Array.from(buffers.b.toHost() as Float64Array), [4, 5]);
+  assertEquals(Array.from(buffers.c.toHost() as Uint8Array), [6]);
+  h.dispose();
+  disposeAll(buffers);
+});
+
+gpuTest("copyInto on a stream: writes after the kernel still using the buffers, and the stream sees the copy", async () => {
+  if (!withKernels("copyInto stream order")) return;
+  const stream = Stream.create(DEVICE);
+  const source = { x: randomLeaf("uint8", [1 << 16], 700) as Uint8Array, y: randomLeaf("uint8", [100], 701) as Uint8Array };
+  const buffers = await startCopy({ x: new Uint8Array(1 << 16), y: new Uint8Array(100) }, DEVICE);
+  const seen = await startCopy({ x: new Uint8Array(1 << 16) }, DEVICE);
+  // A kernel that spins 50 ms, then fills x: the copy must land after it.
+  debugFill(stream, buffers.x, 0xee, { spinMicroseconds: 50_000 });
+  const h = withStream(stream, () => copyInto(source, buffers));
+  // A kernel queued after the copy reads what it wrote.
+  debugCopy(stream, seen.x, buffers.x);
+  await h;
+  stream.synchronize();
+  assertEquals(bytesOf(buffers.x.toHost() as Uint8Array), source.x, "the copy came after the fill");
+  assertEquals(bytesOf(buffers.y.toHost() as Uint8Array), source.y);
+  assertEquals(bytesOf(seen.x.toHost() as Uint8Array), source.x, "the stream waited for the copy");
+  stream.dispose();
+  disposeAll([buffers, seen]);
+});
+
+gpuTest("copyInto between two GPUs, and host -> host", async () => {
+  const source = randomBatch(800);
+  const out = zerosLike(source);
+  await copyInto(source, out);
+  out.forEach((leaf, i) => assertEquals(bytesOf(leaf), bytesOf(source[i]!), `host leaf ${i}`));
+  if (!twoGpus("copyInto between two GPUs")) return;
+  const onGpu1 = await startCopy(source, "cuda:1");
+  const buffers = await startCopy(zerosLike(source), DEVICE);
+  await copyInto(onGpu1, buffers);
+  assertHolds(buffers, source);
+  assert(buffers.every((t) => t.device === DEVICE));
+  disposeAll([onGpu1, buffers]);
+});

@@ -1,0 +1,108 @@
+/**
+ * copyInto: a copy into memory that already exists (DeviceTensors, typed
+ * arrays, host Tensors), for CUDA graphs, decode steps and reused buffers.
+ * The walk (into_walk.ts) pairs every source leaf with its destination and
+ * checks them; one C plan of copies into existing memory
+ * (mtc_plan_add_leaves_into) does the rest; the handle is startCopy's.
+ *
+ * @module
+ */
+
+import { MtcError, Status, statusName } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
+import { openScopes } from "../gpu/stream.ts";
+import { releaseDescriptors, takeDescriptors, writeAddresses, writeAddressesOf } from "./describe.ts";
+import { AsyncCopyHandle } from "./handle.ts";
+import { walkInto } from "./into_walk.ts";
+import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
+import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
+import { bindStreams } from "./submit.ts";
+
+const optionsBytes = new Uint8Array(OPTIONS_SIZE);
+const optionsView = new DataView(optionsBytes.buffer);
+const outWords = new Uint32Array(2); // mtc_plan ** out-parameter
+
+/**
+ * Starts copying every tensor leaf of `source` into the leaf at the same
+ * place in `destination`, memory that already exists, and returns at once.
+ * `get()` / `await` give back `destination` itself once the copy is over:
+ * no result object is made.
+ *
+ * `destination` mirrors `source` (the same arrays, plain objects and Map
+ * keys around the leaves); at every tensor leaf of `source` it holds a leaf
+ * of the same dtype and shape: a {@link DeviceTensor} when copying to a GPU
+ * (from the host, the same GPU or another one), a typed array or host
+ * {@link Tensor} when copying to the host (from a GPU or the host). Every
+ * destination lies on one device, which is the copy's target; each source
+ * leaf's own device gives its direction. Non-tensor values of `source` are
+ * ignored, and parts of `destination` no source leaf meets are left alone.
+ *
+ * Packed host leaves reach the GPU with one DMA into a scratch block and
+ * one scatter kernel that writes every destination; GPU leaves with one
+ * gather kernel; copies to the host land in pinned memory and are copied
+ * out into the destinations when the copy completes.
+ *
+ * Streams as for {@link startCopy}: with a current stream on the target
+ * ({@link withStream}), the copy writes the destinations only after the
+ * work queued there before this call (a kernel still reading them), and
+ * that stream waits for the copy. Sources and destinations are held, with
+ * their blocks, until the copy is over; neither may be changed or read
+ * meanwhile.
+ *
+ * Throws MtcError, naming the leaf's path, before anything is copied: no
+ * destination, another dtype or shape, a destination on another device
+ * than the others, a disposed DeviceTensor, two destinations that overlap,
+ * or a destination that overlaps its own source.
+ *
+ * @example
+ * ```ts
+ * const buffers = await startCopy({ ids: new Int32Array(64), pos: new Int32Array(64) }, "cuda:0");
+ * for (const step of steps) {
+ *   await copyInto({ ids: step.ids, pos: step.pos }, buffers); // the same DeviceTensors each time
+ *   runGraph(buffers);
+ * }
+ * ```
+ */
+export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions): AsyncCopyHandle<D> {
+  const resolved = resolveOptions(options);
+  const lib = library();
+  const addInto = requireSymbol("mtc_plan_add_leaves_into", "copyInto");
+  const sym = lib.symbols;
+  // Deno reads host addresses in bulk at submit; Bun reads each in the walk.
+  const bulk = lib.backend.runtime === "deno" && sym.mtc_leaves_set_addresses !== undefined;
+  const d = takeDescriptors();
+  let record: PlanRecord;
+  let target: number;
+  try {
+    const w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf);
+    const t = w.t;
+    target = w.target;
+    if (t.count === 0) return new AsyncCopyHandle<D>(null, w.target, destination);
+    encodeOptions(resolved, optionsView);
+    const created = sym.mtc_plan_create(w.target, optionsBytes, outWords);
+    if (created !== Status.MTC_OK) {
+      t.dropShares();
+      throw new MtcError(created, sym.mtc_last_error() || statusName(created));
+    }
+    const plan = u64At(outWords, 0);
+    record = { plan, traversal: t };
+    addRecord(lib, record);
+    try {
+      if (bulk) {
+        writeAddresses(lib, t);
+        writeAddressesOf(lib, w.destinationWords, w.destinationViews, t.count);
+      }
+      let status = addInto(plan, t.descriptors.words, w.destinationWords, t.count);
+      if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+      if (openScopes !== 0) bindStreams(sym, plan, w.target, t.sourceDevices, null);
+      status = sym.mtc_plan_submit(plan);
+      if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+    } catch (e) {
+      releaseRecord(record);
+      throw e;
+    }
+  } finally {
+    releaseDescriptors(d);
+  }
+  return new AsyncCopyHandle<D>(record, target);
+}

@@ -1,0 +1,298 @@
+/**
+ * The walk of a copy into existing memory (copyInto): the source and the
+ * destination side by side, once. Every tensor leaf of the source must meet
+ * a leaf of the same dtype and shape at the same place in the destination,
+ * on the device of every other destination; each pair becomes two
+ * `mtc_leaf` descriptors (the source and where it goes). Everything is
+ * checked here, with the leaf's path, before anything is copied: a missing,
+ * mismatched, disposed or overlapping destination is an MtcError.
+ *
+ * @module
+ */
+
+import { invalidArgument, type MtcError } from "../base/errors.ts";
+import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
+import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
+import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
+import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
+import type { PointerOf } from "./describe.ts";
+import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
+import { Traversal } from "./traversal.ts";
+
+const LEAF_WORDS = 10; // sizeof(mtc_leaf) / 4
+const TWO_32 = 4294967296;
+
+/** One side of a leaf pair, as read once. */
+interface Side {
+  /** Host memory: the view the copy reads or writes. */
+  readonly view: TypedArray | undefined;
+  /** DeviceTensor: its address and device. */
+  readonly address: number;
+  readonly device: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly bytes: number;
+}
+
+/** What the walk of a copyInto gives: the traversal (sources, paths, held objects) and the destination descriptors. */
+export interface IntoWalk {
+  readonly t: Traversal;
+  /** One mtc_leaf per listed leaf: where it goes. */
+  destinationWords: Uint32Array;
+  /** The host views written (undefined for device destinations), for addresses in bulk. */
+  readonly destinationViews: (TypedArray | undefined)[];
+  /** The target: the device of every destination (-1: host). */
+  readonly target: number;
+}
+
+/** A tensor leaf as copyInto sees it, or undefined for anything else. */
+function readSide(v: unknown, node: PathNode | null, key: unknown, role: string): Side | undefined {
+  if (typeof v !== "object" || v === null) return undefined;
+  if (v instanceof DeviceTensor) {
+    if (v.disposed) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
+    let shape = v.shape;
+    if (shape !== constructedDeviceShape(v)) shape = checkedShape(shape) ?? constructedDeviceShape(v);
+    return { view: undefined, address: v.address, device: v.deviceIndex, dtype: v.dtype, shape, bytes: v.byteLength };
+  }
+  if (v instanceof Tensor) {
+    let data = v.data; // read once: a getter may give another array each time
+    let shape: readonly number[] | undefined = v.shape;
+    let elements = 0;
+    if (shape === constructedShape(v)) elements = constructedSize(v);
+    else {
+      shape = checkedShape(shape); // reassigned or forged: checked and frozen here
+      if (shape !== undefined) elements = elementCount(shape);
+    }
+    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || data.byteLength !== elements * DTYPE_SIZE[v.dtype]) {
+      throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, formatPath(node, key));
+    }
+    if (role === "source") data = fixed(data);
+    return { view: data, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: data.byteLength };
+  }
+  if (ArrayBuffer.isView(v)) {
+    const dtype = naturalDType(v);
+    if (dtype === undefined) return undefined; // a DataView is no tensor
+    const view = role === "source" ? fixed(v as TypedArray) : v as TypedArray;
+    return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(view.length), bytes: view.byteLength };
+  }
+  return undefined;
+}
+
+/**
+ * A source on a resizable ArrayBuffer is copied from a snapshot of its own,
+ * so resizing the caller's buffer while the copy runs cannot pull memory
+ * from under it (as startCopy does).
+ */
+function fixed(data: TypedArray): TypedArray {
+  const resizable = (data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true;
+  return resizable && data.byteLength > 0 ? (data as Uint8Array).slice() as unknown as TypedArray : data;
+}
+
+/** A DeviceTensor's block lives until the copy is over: the traversal holds a share. */
+function share(t: Traversal, tensor: unknown): void {
+  const holder = tensor instanceof DeviceTensor ? holderOf(tensor) : null;
+  if (holder === null) return;
+  holder.acquire();
+  t.shares.push(holder);
+}
+
+function where(device: number): string {
+  return device === DEVICE_CPU ? "host memory" : deviceName(device);
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a === b || a.length === b.length && a.every((n, k) => n === b[k]);
+}
+
+/** Writes one mtc_leaf at index i of words (grown by doubling when full); returns the words. */
+function putLeaf(words: Uint32Array, i: number, address: number, bytes: number, device: number, elementSize: number): Uint32Array {
+  if ((i + 1) * LEAF_WORDS > words.length) {
+    const grown = new Uint32Array(words.length * 2);
+    grown.set(words);
+    words = grown;
+  }
+  const at = i * LEAF_WORDS;
+  words[at] = address >>> 0;
+  words[at + 1] = (address / TWO_32) >>> 0;
+  words[at + 2] = bytes >>> 0;
+  words[at + 3] = (bytes / TWO_32) >>> 0;
+  words[at + 4] = 0; // row_pitch
+  words[at + 5] = 0;
+  words[at + 6] = device >>> 0;
+  words[at + 7] = elementSize;
+  words[at + 8] = 0; // row_count: contiguous
+  words[at + 9] = 0; // flags
+  return words;
+}
+
+/** A byte range one leaf pair touches, for the overlap checks. */
+interface Range {
+  /** The ArrayBuffer (host) or the device number (device memory). */
+  readonly space: unknown;
+  readonly begin: number;
+  readonly end: number;
+  readonly leaf: number;
+}
+
+function rangeOf(side: Side, leaf: number): Range {
+  if (side.view !== undefined) {
+    const begin = side.view.byteOffset;
+    return { space: side.view.buffer, begin, end: begin + side.bytes, leaf };
+  }
+  return { space: side.device, begin: side.address, end: side.address + side.bytes, leaf };
+}
+
+function overlaps(a: Range, b: Range): boolean {
+  return a.space === b.space && a.begin < b.end && b.begin < a.end;
+}
+
+/**
+ * Walks `source` and `destination` together. `pointerOf` reads host
+ * addresses now (Bun); null leaves them for a bulk write at submit (Deno).
+ */
+export function walkInto(source: unknown, destination: unknown, descriptors: { words: Uint32Array }, pointerOf: PointerOf | null): IntoWalk {
+  const w = new PairWalk(descriptors, pointerOf);
+  w.t.root[0] = destination;
+  try {
+    w.visit(source, destination, null, undefined);
+    checkOverlaps(w.t, w.ranges);
+  } catch (e) {
+    w.t.dropShares();
+    throw e;
+  }
+  return { t: w.t, destinationWords: w.destinationWords, destinationViews: w.destinationViews, target: w.target ?? DEVICE_CPU };
+}
+
+/** The state of one walk; a class, so that the engines compile its methods once. */
+class PairWalk {
+  readonly t: Traversal;
+  readonly nodes: (PathNode | null)[] = [];
+  destinationWords: Uint32Array = new Uint32Array(64 * LEAF_WORDS);
+  readonly destinationViews: (TypedArray | undefined)[] = [];
+  target: number | undefined = undefined;
+  readonly ranges: Range[] = [];
+  readonly onPath = new Set<object>();
+
+  constructor(descriptors: { words: Uint32Array }, readonly pointerOf: PointerOf | null) {
+    this.t = new Traversal(DEVICE_CPU, descriptors);
+    this.t.intoNodes = this.nodes;
+  }
+
+  visit(s: unknown, d: unknown, node: PathNode | null, key: unknown): void {
+    if (typeof s !== "object" || s === null) return; // not a tensor: ignored
+    const src = readSide(s, node, key, "source");
+    if (src !== undefined) return this.leaf(src, s, d, node, key);
+    const kind = containerKind(s);
+    if (kind === undefined) return; // class instances, Sets, ...: ignored
+    if (this.onPath.has(s)) throw invalidArgument("cycle: this container contains itself", formatPath(node, key));
+    if (containerKind(d) !== kind) {
+      throw invalidArgument(`the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} where the source has ${KIND_NAMES[kind]}`, formatPath(node, key));
+    }
+    this.onPath.add(s);
+    const here: PathNode = { parent: node, key, kind };
+    if (kind === ARRAY) {
+      const a = s as unknown[];
+      const b = d as unknown[];
+      for (let k = 0; k < a.length; k++) this.visit(a[k], b[k], here, k);
+    } else if (kind === MAP) {
+      const b = d as Map<unknown, unknown>;
+      for (const [k, v] of s as Map<unknown, unknown>) this.visit(v, b.get(k), here, k);
+    } else {
+      const a = s as Record<string, unknown>;
+      const b = d as Record<string, unknown>;
+      const keys = Object.keys(a);
+      for (let k = 0; k < keys.length; k++) this.visit(a[keys[k]!], b[keys[k]!], here, keys[k]);
+    }
+    this.onPath.delete(s);
+  }
+
+  leaf(src: Side, s: object, d: unknown, node: PathNode | null, key: unknown): void {
+    const path = () => formatPath(node, key);
+    const dst = readSide(d, node, key, "destination");
+    if (dst === undefined) {
+      throw invalidArgument(`no destination for this leaf (the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} here)`, path());
+    }
+    if (dst.dtype !== src.dtype) throw invalidArgument(`the destination's dtype is ${dst.dtype} but the leaf's is ${src.dtype}`, path());
+    if (!sameShape(dst.shape, src.shape)) {
+      throw invalidArgument(`the destination's shape is [${dst.shape.join(", ")}] but the leaf's is [${src.shape.join(", ")}]`, path());
+    }
+    if (this.target === undefined) this.target = dst.device;
+    else if (dst.device !== this.target) {
+      throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(this.target)}`, path());
+    }
+    if (dst.view !== undefined && (dst.view.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) {
+      throw invalidArgument("the destination's ArrayBuffer is resizable; copyInto writes only fixed-length buffers", path());
+    }
+    const t = this.t;
+    const i = t.count++;
+    this.nodes.push(node);
+    t.keys.push(key);
+    t.leaves.push(s, d as object);
+    t.views.push(src.view);
+    this.destinationViews.push(dst.view);
+    share(t, s);
+    share(t, d);
+    if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
+    const size = DTYPE_SIZE[src.dtype];
+    t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);
+    this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size);
+    if (src.bytes > 0) {
+      const range = rangeOf(dst, i);
+      // Host and device memory never overlap: only a pair on one device is compared.
+      if (src.device === dst.device && overlaps(range, rangeOf(src, i))) throw invalidArgument("the destination overlaps the leaf itself", path());
+      this.ranges.push(range);
+    }
+  }
+
+  /** A side's address: a DeviceTensor's, a host view's now (Bun), or 0 until the bulk write (Deno). */
+  address(side: Side): number {
+    if (side.view === undefined) return side.address;
+    return this.pointerOf === null ? 0 : this.pointerOf(side.view, true); // readSide read .buffer
+  }
+}
+
+const KIND_NAMES = ["an array", "a plain object", "a Map"] as const;
+
+function containerKind(v: unknown): Kind | undefined {
+  if (typeof v !== "object" || v === null) return undefined;
+  if (Array.isArray(v)) return ARRAY;
+  if (v instanceof Map) return MAP;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null ? OBJECT : undefined;
+}
+
+function typeName(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v !== "object") return typeof v;
+  return (v as object).constructor?.name ?? "object";
+}
+
+/** No two destinations may share a byte: sorted by start, each must begin after the furthest end before it. */
+function checkOverlaps(t: Traversal, ranges: Range[]): void {
+  const bySpace = new Map<unknown, Range[]>();
+  for (const r of ranges) {
+    const list = bySpace.get(r.space);
+    if (list === undefined) bySpace.set(r.space, [r]);
+    else list.push(r);
+  }
+  for (const list of bySpace.values()) {
+    // Destinations laid out in leaf order (the results of one copy) need no sort.
+    let ordered = true;
+    for (let k = 1; k < list.length && ordered; k++) ordered = list[k]!.begin >= list[k - 1]!.end;
+    if (ordered) continue;
+    list.sort((a, b) => a.begin - b.begin || a.leaf - b.leaf);
+    let reach: Range | undefined;
+    for (const r of list) {
+      if (reach !== undefined && r.begin < reach.end) throw overlapError(t, r.leaf, reach.leaf);
+      if (reach === undefined || r.end > reach.end) reach = r;
+    }
+  }
+}
+
+function overlapError(t: Traversal, a: number, b: number): MtcError {
+  const [later, earlier] = a > b ? [a, b] : [b, a];
+  const path = (i: number) => formatPath(t.intoNodes![i]!, t.keys[i]);
+  const other = path(earlier);
+  return invalidArgument(`the destination overlaps the destination of ${other === "" ? "(root)" : other}`, path(later));
+}
