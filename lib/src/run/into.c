@@ -248,12 +248,11 @@ static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
                           ? chunk_blocks[place->chunk]->address + place->offset
                           : own_blocks[i]->address;
     mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count++];
+    *seg = (mtc_stage_segment){0}; /* contiguous: no rows, no layout */
     seg->dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
     seg->src = (const unsigned char *)(uintptr_t)landed;
     seg->begin = 0;
     seg->end = leaf->bytes;
-    seg->row_bytes = 0;
-    seg->row_pitch = 0;
   }
   return MTC_OK;
 }
