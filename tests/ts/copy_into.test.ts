@@ -8,6 +8,7 @@ import { debugFill } from "../../ts/testing.ts";
 import { canCollectGarbage, collectGarbage, fakeDriver, skipWithoutDriver, tick, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
+import { batch as stridedBatch, checkDense, THRESHOLD as STRIDED_THRESHOLD } from "./strided_tensors.ts";
 
 const skip = skipWithoutDriver;
 const intoTest = (name: string, fn: () => void | Promise<void>) => test(`copyInto: ${name}`, fn, { skip });
@@ -247,4 +248,25 @@ intoTest("non-tensor values are ignored; a batch without leaves gives the destin
   const destination = { n: 5 };
   assertSame(await copyInto({ n: 1, s: "x", nothing: null }, destination), destination);
   assertSame(destination.n, 5);
+});
+
+intoTest("strided source Tensors are copied dense into their destinations (packed and not, to cuda:0 and to the host)", async () => {
+  const source = stridedBatch();
+  // Dense destinations of each source's shape: device buffers made by a copy of the dense images.
+  const dense: Record<string, Tensor> = {};
+  for (const [name, t] of Object.entries(source)) {
+    const Storage = t.data.constructor as new (n: number) => TypedArray;
+    dense[name] = new Tensor(new Storage(t.byteLength / (t.data as Uint8Array).BYTES_PER_ELEMENT), t.shape, t.dtype);
+  }
+  for (const packThresholdBytes of [STRIDED_THRESHOLD, 0]) {
+    const buffers = await startCopy(dense, "cuda:0", { packThresholdBytes }) as unknown as Record<string, DeviceTensor>;
+    copyInto(source, buffers, { packThresholdBytes }).get();
+    for (const [name, t] of Object.entries(source)) checkDense(buffers[name]!.toHost() as Tensor, t, `to cuda:0, threshold ${packThresholdBytes}: ${name}`);
+    disposeAll(buffers);
+  }
+  await copyInto(source, dense);
+  for (const [name, t] of Object.entries(source)) checkDense(dense[name]!, t, `to the host: ${name}`);
+  // A strided Tensor cannot be written into: destinations are dense.
+  const target = new Tensor(new Float32Array(4), [2, 2], "float32", { strides: [1, 2] });
+  assertRejected(() => copyInto({ m: new Float32Array(4) }, { m: target }), ".m", "copyInto writes dense destinations only", [bytesOf(target.data)]);
 });

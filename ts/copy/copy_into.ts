@@ -16,7 +16,7 @@ import { AsyncCopyHandle } from "./handle.ts";
 import { walkInto } from "./into_walk.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
-import { bindStreams } from "./submit.ts";
+import { bindStreams, setLayouts } from "./submit.ts";
 
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
 const optionsView = new DataView(optionsBytes.buffer);
@@ -94,6 +94,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       }
       let status = addInto(plan, t.descriptors.words, w.destinationWords, t.count);
       if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+      if (t.layouts !== null) setLayouts(sym, plan, t);
       if (openScopes !== 0) bindStreams(sym, plan, w.target, t.sourceDevices, null);
       status = sym.mtc_plan_submit(plan);
       if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);

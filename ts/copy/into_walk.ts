@@ -15,6 +15,7 @@ import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
+import { layoutProblem, layoutSpan, MAX_STRIDED_RANK } from "../tensor/strides.ts";
 import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
 import type { PointerOf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
@@ -33,6 +34,8 @@ interface Side {
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly bytes: number;
+  /** A strided source: its layout in bytes, dimensions of extent 1 left out (else undefined). */
+  readonly layout?: { readonly shape: number[]; readonly byteStrides: number[] };
 }
 
 /** What the walk of a copyInto gives: the traversal (sources, paths, held objects) and the destination descriptors. */
@@ -64,6 +67,13 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
       shape = checkedShape(shape); // reassigned or forged: checked and frozen here
       if (shape !== undefined) elements = elementCount(shape);
     }
+    const strides = v.strides;
+    if (strides !== undefined) {
+      if (role !== "source") {
+        throw invalidArgument("the destination is a strided Tensor; copyInto writes dense destinations only", formatPath(node, key));
+      }
+      if (shape !== undefined && ArrayBuffer.isView(data) && isDType(v.dtype)) return stridedSource(v, data, shape, elements, strides, node, key);
+    }
     if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || data.byteLength !== elements * DTYPE_SIZE[v.dtype]) {
       throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, formatPath(node, key));
     }
@@ -77,6 +87,32 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
     return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(view.length), bytes: view.byteLength };
   }
   return undefined;
+}
+
+/**
+ * A strided source Tensor: the part of its data its layout reads, and the
+ * layout in bytes for mtc_plan_set_leaf_layout (as startCopy describes it),
+ * checked again here since fields can be reassigned after construction.
+ */
+function stridedSource(v: Tensor, data: TypedArray, shape: readonly number[], elements: number, strides: readonly number[], node: PathNode | null, key: unknown): Side {
+  const elementSize = DTYPE_SIZE[v.dtype];
+  const problem = layoutProblem(shape, elements, strides, v.offset, Math.floor(data.byteLength / elementSize));
+  if (problem !== null) throw invalidArgument(problem, formatPath(node, key));
+  const extents: number[] = [];
+  const byteStrides: number[] = [];
+  for (let d = 0; d < shape.length; d++) {
+    if (shape[d] === 1) continue;
+    extents.push(shape[d]!);
+    byteStrides.push(strides[d]! * elementSize);
+  }
+  if (extents.length > MAX_STRIDED_RANK) {
+    throw invalidArgument(`a strided Tensor may have at most ${MAX_STRIDED_RANK} dimensions of extent > 1; this one has ${extents.length}`, formatPath(node, key));
+  }
+  const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
+  const [begin, end] = elements === 0 ? [v.offset, v.offset] : layoutSpan(shape, strides, v.offset);
+  const view = fixed((data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray);
+  const layout = extents.length > 0 ? { shape: extents, byteStrides } : undefined;
+  return { view, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: elements * elementSize, layout };
 }
 
 /**
@@ -137,8 +173,9 @@ interface Range {
 
 function rangeOf(side: Side, leaf: number): Range {
   if (side.view !== undefined) {
+    // The bytes the view spans: a strided source's may be more or fewer than it copies.
     const begin = side.view.byteOffset;
-    return { space: side.view.buffer, begin, end: begin + side.bytes, leaf };
+    return { space: side.view.buffer, begin, end: begin + side.view.byteLength, leaf };
   }
   return { space: side.device, begin: side.address, end: side.address + side.bytes, leaf };
 }
@@ -237,6 +274,7 @@ class PairWalk {
     const size = DTYPE_SIZE[src.dtype];
     t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);
     this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size);
+    if (src.layout !== undefined && src.bytes > 0) (t.layouts ??= []).push({ index: i, shape: src.layout.shape, byteStrides: src.layout.byteStrides });
     if (src.bytes > 0) {
       const range = rangeOf(dst, i);
       // Host and device memory never overlap: only a pair on one device is compared.

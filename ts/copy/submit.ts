@@ -68,7 +68,7 @@ const layoutBytes = new Uint8Array(LAYOUT_SIZE);
 const layoutView = new DataView(layoutBytes.buffer);
 
 /** Gives each strided leaf its layout (mtc_plan_set_leaf_layout), one call per leaf. */
-function setLayouts(sym: NativeSymbols, plan: number, t: Traversal): void {
+export function setLayouts(sym: NativeSymbols, plan: number, t: Traversal): void {
   const setLayout = requireSymbol("mtc_plan_set_leaf_layout", "strided tensors");
   for (const leaf of t.layouts!) {
     encodeLayout(leaf, layoutView);
