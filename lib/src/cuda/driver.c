@@ -69,6 +69,7 @@ static const symbol_entry symbols[] = {
     OPTIONAL(cuModuleGetFunction),
     OPTIONAL(cuModuleUnload),
     OPTIONAL(cuLaunchKernel),
+    OPTIONAL(cuMemsetD8Async),
 };
 
 static void load_driver(void) {

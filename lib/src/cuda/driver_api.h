@@ -138,6 +138,9 @@ typedef struct mtc_cuda_api {
                              unsigned int block_x, unsigned int block_y,
                              unsigned int block_z, unsigned int shared_bytes,
                              CUstream stream, void **params, void **extra);
+  /* Zeroing of mtc_device_block_alloc(MTC_ALLOC_ZERO); NULL when missing. */
+  CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value,
+                              size_t count, CUstream stream);
 } mtc_cuda_api;
 
 #endif
