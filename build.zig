@@ -100,6 +100,7 @@ const device_tests = [_][]const u8{
     "test_staging",
     "test_misuse",
     "test_pinned_limit",
+    "test_user_kernels",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
