@@ -1454,9 +1454,11 @@ enum { KERNEL_COPY_SEGMENTS = 1, KERNEL_DEBUG_FILL = 2, KERNEL_DEBUG_COPY = 3 };
  *   add_one_f32(float *p, uint32_t n)
  *       adds 1 to p[i] for each i < n that the grid covers
  *       (i < gridDim.x * blockDim.x), as a one-thread-per-element kernel.
+ *   scale_add_f32(const float *x, float *y, float a, float b, uint32_t n)
+ *       y[i] = a * x[i] + b, likewise.
  *
  * Any other .entry name only records. */
-enum { KERNEL_PTX_RECORD = 10, KERNEL_PTX_ADD_ONE_F32 = 11 };
+enum { KERNEL_PTX_RECORD = 10, KERNEL_PTX_ADD_ONE_F32 = 11, KERNEL_PTX_SCALE_ADD_F32 = 12 };
 
 /* The last PTX launch (lock held to touch). */
 static struct {
@@ -1535,7 +1537,9 @@ static CUresult ptx_find_entry(const char *fn, const char *text, const char *nam
       f->param_sizes[f->param_count++] = size * count;
     }
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->kernel = strcmp(name, "add_one_f32") == 0 ? KERNEL_PTX_ADD_ONE_F32 : KERNEL_PTX_RECORD;
+    f->kernel = strcmp(name, "add_one_f32") == 0     ? KERNEL_PTX_ADD_ONE_F32
+                : strcmp(name, "scale_add_f32") == 0 ? KERNEL_PTX_SCALE_ADD_F32
+                                                     : KERNEL_PTX_RECORD;
     return CUDA_SUCCESS;
   }
   return report(CUDA_ERROR_NOT_FOUND, fn, "no kernel named \"%s\" in the PTX module", name);
@@ -1774,6 +1778,7 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
   /* What runs after the checks. */
   uint64_t table = 0, dst = 0, src = 0, bytes = 0;
   uint32_t n = 0, value = 0;
+  float scale = 0, offset = 0;
   lock();
   if ((r = need_ctx(fn, &c))) goto out;
   if (!(func = handle_get(KIND_FUNCTION, f, NULL))) {
@@ -1829,6 +1834,15 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
     if ((uint64_t)gridDimX * blockDimX < n) n = (uint32_t)((uint64_t)gridDimX * blockDimX);
     if (n) r = check_kernel_range(fn, "add_one_f32 p", dst, (uint64_t)n * 4u, c->device, 1);
     break;
+  case KERNEL_PTX_SCALE_ADD_F32:
+    if ((r = kernel_param(fn, kernelParams, 0, &src, 8)) || (r = kernel_param(fn, kernelParams, 1, &dst, 8)) ||
+        (r = kernel_param(fn, kernelParams, 2, &scale, 4)) || (r = kernel_param(fn, kernelParams, 3, &offset, 4)) ||
+        (r = kernel_param(fn, kernelParams, 4, &n, 4)))
+      break;
+    if ((uint64_t)gridDimX * blockDimX < n) n = (uint32_t)((uint64_t)gridDimX * blockDimX);
+    if (n && !(r = check_kernel_range(fn, "scale_add_f32 x", src, (uint64_t)n * 4u, c->device, 0)))
+      r = check_kernel_range(fn, "scale_add_f32 y", dst, (uint64_t)n * 4u, c->device, 1);
+    break;
   case KERNEL_PTX_RECORD:
     break;
   default:
@@ -1866,6 +1880,14 @@ out:
       memcpy(&v, (const char *)(uintptr_t)dst + 4u * i, 4);
       v += 1.0f;
       memcpy((char *)(uintptr_t)dst + 4u * i, &v, 4);
+    }
+    break;
+  case KERNEL_PTX_SCALE_ADD_F32:
+    for (uint32_t i = 0; i < n; i++) {
+      float x, y;
+      memcpy(&x, (const char *)(uintptr_t)src + 4u * i, 4);
+      y = (float)((double)x * scale + offset); /* the product is exact in double, as in an fma */
+      memcpy((char *)(uintptr_t)dst + 4u * i, &y, 4);
     }
     break;
   default:
