@@ -220,3 +220,12 @@ kernelTest("tensors a launch uses stay allocated until the stream has passed it"
     assertSame(poolStats().blocksLive, before);
   });
 });
+
+test("kernels: examples/kernel.ts without a CUDA driver says why and exits 0", async () => {
+  const { runScript } = await import("./fixtures/spawn.ts");
+  const example = new URL("../../examples/kernel.ts", import.meta.url).pathname;
+  const r = await runScript(example, [], { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" });
+  const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
+  assertSame(r.code, 0, shown);
+  assert(r.stdout.startsWith("No CUDA device (could not load the CUDA driver /nonexistent/libcuda.so.1: "), shown);
+});
