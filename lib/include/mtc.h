@@ -814,7 +814,10 @@ MTC_API mtc_status mtc_module_get_function(mtc_module *module,
  *    launches and mtc_stream_synchronize release them.
  * Returns once the launch is queued; a failed launch (bad dimensions,
  * shared memory or parameters the driver rejects) is MTC_ERR_CUDA with the
- * driver's error name and text, and retains nothing. Any thread. */
+ * driver's error name and text, and retains nothing. Should the event after
+ * a queued launch fail, the call waits for the stream instead (so nothing
+ * needs holding) and returns that error. MTC_ERR_INVALID_ARGUMENT for a
+ * zero extent, stream 0 or an offset outside params. Any thread. */
 MTC_API mtc_status mtc_kernel_launch(mtc_module *module, uint64_t function,
                                      uint64_t stream, const uint32_t *dims,
                                      const void *params, uint64_t params_bytes,
