@@ -783,7 +783,8 @@ typedef struct mtc_module mtc_module;
  * writes the module to *out_module (NULL on error). The image is copied;
  * the caller keeps it. Errors name the driver's code and text:
  * MTC_ERR_CUDA for an image the driver rejects (CUDA_ERROR_INVALID_IMAGE,
- * CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NO_BINARY_FOR_GPU, ...),
+ * CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NO_BINARY_FOR_GPU, ...), followed by
+ * the JIT compiler's error log when it wrote one (cuModuleLoadDataEx),
  * MTC_ERR_UNSUPPORTED for a driver without module calls. Any thread. */
 MTC_API mtc_status mtc_module_load(int32_t device, const void *image,
                                    uint64_t bytes, mtc_module **out_module);

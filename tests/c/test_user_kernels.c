@@ -83,6 +83,12 @@ static void test_modules(void) {
   CHECK(m == NULL);
   CHECK(contains(mtc_last_error(), "CUDA_ERROR_INVALID_IMAGE") &&
         contains(mtc_last_error(), "cuda:0"));
+  /* The JIT compiler's log follows the driver's error. */
+  static const char too_new[] = ".version 8.0\n.target sm_100\n.visible .entry k() { ret; }\n";
+  CHECK_STATUS(mtc_module_load(1, too_new, sizeof too_new - 1, &m), MTC_ERR_CUDA);
+  CHECK(m == NULL);
+  CHECK(contains(mtc_last_error(), "cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX") &&
+        contains(mtc_last_error(), "; the JIT compiler says: ptxas application ptx input: fatal: .target sm_100"));
   CHECK_STATUS(mtc_module_load(0, ptx, 0, &m), MTC_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mtc_module_load(-1, ptx, sizeof ptx - 1, &m), MTC_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mtc_module_load(9, ptx, sizeof ptx - 1, &m), MTC_ERR_NO_DEVICE);

@@ -105,6 +105,7 @@ enum {
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
@@ -166,6 +167,10 @@ FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevi
 FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
 FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image);
+/* CUjit_option, as cuda.h names it (the two options the emulation reads). */
+typedef enum CUjit_option_enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 } CUjit_option;
+FAKE_MODULE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                            CUjit_option *options, void **optionValues);
 FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 FAKE_MODULE_API CUresult cuModuleUnload(CUmodule hmod);
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
@@ -628,6 +633,7 @@ static const struct {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
@@ -1592,21 +1598,45 @@ static void drop_orphan_functions(void) {
       handle_drop(i);
 }
 
-FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-  CUresult r = need_init(__func__);
+/* The emulated GPUs compile PTX for sm_90 (an H100): a newer .target fails
+ * the JIT with CUDA_ERROR_INVALID_PTX, and this line in its error log. */
+#define FAKE_SM 90
+
+/* 0, or the sm_ number of a PTX text's .target newer than FAKE_SM. */
+static int ptx_target_too_new(const char *text) {
+  const char *t = strstr(text, ".target");
+  if (!t) return 0;
+  t += 7;
+  while (*t == ' ' || *t == '\t') t++;
+  if (strncmp(t, "sm_", 3) != 0) return 0;
+  int sm = atoi(t + 3);
+  return sm > FAKE_SM ? sm : 0;
+}
+
+/* cuModuleLoadData and cuModuleLoadDataEx; a JIT failure's message goes to
+ * log (log_size bytes, NUL-terminated) when log is not NULL. */
+static CUresult module_load(const char *fn, CUmodule *module, const void *image, char *log, size_t log_size) {
+  CUresult r = need_init(fn);
   if (r) return r;
-  if (!module || !image) return report(CUDA_ERROR_INVALID_VALUE, __func__, "module or image is NULL");
+  if (!module || !image) return report(CUDA_ERROR_INVALID_VALUE, fn, "module or image is NULL");
   struct fake_ctx *c;
   lock();
-  if ((r = need_ctx(__func__, &c))) goto out;
+  if ((r = need_ctx(fn, &c))) goto out;
   if (g_module_load_error) {
-    r = report(g_module_load_error, __func__, "failing as fake_cuda_fail_module_loads(%d) asked",
-               g_module_load_error);
+    r = report(g_module_load_error, fn, "failing as fake_cuda_fail_module_loads(%d) asked", g_module_load_error);
     goto out;
   }
   int kind = image_kind(image);
   if (!kind) {
-    r = report(CUDA_ERROR_INVALID_IMAGE, __func__, "the image is no fatbin, cubin (ELF) or PTX text");
+    r = report(CUDA_ERROR_INVALID_IMAGE, fn, "the image is no fatbin, cubin (ELF) or PTX text");
+    goto out;
+  }
+  int sm = kind == 2 ? ptx_target_too_new(image) : 0;
+  if (sm) {
+    if (log && log_size)
+      snprintf(log, log_size, "ptxas application ptx input: fatal: .target sm_%d is newer than this GPU (sm_%d)", sm,
+               FAKE_SM);
+    r = report(CUDA_ERROR_INVALID_PTX, fn, "PTX for sm_%d, the emulated GPU is sm_%d", sm, FAKE_SM);
     goto out;
   }
   size_t text_bytes = kind == 2 ? strlen(image) + 1 : 1;
@@ -1626,6 +1656,32 @@ FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   *module = (CUmodule)h;
 out:
   unlock();
+  return r;
+}
+
+FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  return module_load(__func__, module, image, NULL, 0);
+}
+
+/* Reads CU_JIT_ERROR_LOG_BUFFER and its size (written back as the bytes
+ * used, as the real driver does); other options are accepted and ignored. */
+FAKE_MODULE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                            CUjit_option *options, void **optionValues) {
+  if (numOptions && (!options || !optionValues))
+    return report(CUDA_ERROR_INVALID_VALUE, __func__, "%u options but options or optionValues is NULL", numOptions);
+  char *log = NULL;
+  size_t log_size = 0;
+  int size_at = -1;
+  for (unsigned i = 0; i < numOptions; i++) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER) log = optionValues[i];
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+      log_size = (size_t)(uintptr_t)optionValues[i];
+      size_at = (int)i;
+    }
+  }
+  if (log && log_size) log[0] = '\0';
+  CUresult r = module_load(__func__, module, image, log, log_size);
+  if (size_at >= 0 && log && log_size) optionValues[size_at] = (void *)(uintptr_t)strlen(log);
   return r;
 }
 

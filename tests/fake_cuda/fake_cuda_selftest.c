@@ -31,6 +31,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef enum CUjit_option_enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 } CUjit_option;
 /* Struct tags as cuda.h (and fake_cuda.c) name them: calls through these
  * pointer types must match the definitions (-fsanitize=function). */
 typedef struct CUmemLocation_st {
@@ -51,7 +52,7 @@ typedef struct CUmemPoolProps_st {
 
 enum {
   OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
-  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_IMAGE = 200, NO_BINARY_FOR_GPU = 209, INVALID_HANDLE = 400,
+  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_IMAGE = 200, NO_BINARY_FOR_GPU = 209, INVALID_PTX = 218, INVALID_HANDLE = 400,
   NOT_FOUND = 500, NOT_READY = 600, ILLEGAL_ADDRESS = 700, PEER_ACCESS_ALREADY_ENABLED = 704
 };
 
@@ -112,6 +113,7 @@ enum {
   X(int, fake_cuda_live_modules, (void))                                                         \
   X(void, fake_cuda_fail_module_loads, (int))                                                    \
   X(CUresult, cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))                   \
+  X(CUresult, cuModuleLoadDataEx, (CUmodule *, const void *, unsigned, CUjit_option *, void **))  \
   X(int, fake_cuda_last_launch, (unsigned *, unsigned char *, unsigned))                         \
   X(unsigned long long, fake_cuda_last_launch_stream, (void))
 
@@ -610,6 +612,16 @@ int main(int argc, char **argv) {
   CHECK(memcmp(rec, &ai, 4) == 0 && memcmp(rec + 4, &bd, 8) == 0 && memcmp(rec + 12, cb, 12) == 0 &&
         memcmp(rec + 24, &du, 2) == 0);
   CHECK(fake_cuda_last_launch_stream() == (unsigned long long)(uintptr_t)s0);
+  EXPECT(OK, cuModuleUnload(pmod));
+  /* A .target newer than the emulated sm_90 fails the JIT, with a log. */
+  char jit_log[256];
+  CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *jit_values[] = {jit_log, (void *)(uintptr_t)sizeof jit_log};
+  EXPECT(INVALID_PTX, cuModuleLoadDataEx(&pmod, ".version 8.0\n.target sm_100\n", 2, jit_options, jit_values));
+  CHECK(strstr(jit_log, ".target sm_100 is newer than this GPU (sm_90)") != NULL);
+  CHECK((uintptr_t)jit_values[1] == strlen(jit_log));
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.target sm_100\n"));
+  EXPECT(OK, cuModuleLoadDataEx(&pmod, ptx, 0, NULL, NULL));
   EXPECT(OK, cuModuleUnload(pmod));
 
   /* Segments: table in pinned memory, device and pinned destinations, an

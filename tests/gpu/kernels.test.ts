@@ -45,8 +45,11 @@ gpuTest("kernels: a PTX kernel computes on copied data (exact values)", async ()
 });
 
 gpuTest("kernels: the real driver's errors are MtcErrors with its names", () => {
-  const bad = assertThrows(() => Module.load("this is no module", DEVICE), MtcError, "cuModuleLoadData failed: CUDA_ERROR_");
+  const bad = assertThrows(() => Module.load("this is no module", DEVICE), MtcError, "failed: CUDA_ERROR_");
   assertSame(bad.code, "MTC_ERR_CUDA");
+  // A PTX syntax error: the driver's JIT log comes with the error.
+  const typo = assertThrows(() => Module.load(KERNELS_PTX.replace("add.f32", "addd.f32"), DEVICE), MtcError, "CUDA_ERROR_INVALID_PTX");
+  assert(typo.message.includes("the JIT compiler says: "), typo.message);
   using module = Module.load(new TextEncoder().encode(KERNELS_PTX), DEVICE);
   const missing = assertThrows(() => module.function("no_such_kernel", []), MtcError, "CUDA_ERROR_NOT_FOUND");
   assertSame(missing.code, "MTC_ERR_CUDA");

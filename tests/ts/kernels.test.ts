@@ -61,6 +61,8 @@ kernelTest("bad images, missing kernels and bad declarations are MtcErrors", () 
   assert(bad.message.startsWith("Module.load: ") && bad.message.includes("cuda:0"), bad.message);
   assertThrows(() => Module.load(new Uint8Array([1, 2, 3, 4]), "cuda:0"), MtcError, "CUDA_ERROR_INVALID_IMAGE");
   assertThrows(() => Module.load("", "cuda:0"), MtcError, "the image is empty");
+  const jit = assertThrows(() => Module.load(KERNELS_PTX.replace("sm_80", "sm_120"), "cuda:1"), MtcError, "CUDA_ERROR_INVALID_PTX");
+  assert(jit.message.includes("the JIT compiler says: ptxas application ptx input: fatal: .target sm_120 is newer"), jit.message);
   assertThrows(() => Module.load(42 as never, "cuda:0"), MtcError, "PTX text");
   assertThrows(() => Module.load(KERNELS_PTX, "cpu"), MtcError, '"cpu"');
   assertSame(assertThrows(() => Module.load(KERNELS_PTX, "cuda:9"), MtcError).code, "MTC_ERR_NO_DEVICE");

@@ -22,6 +22,23 @@ static mtc_status module_api(const char *call, const mtc_cuda_api **cu) {
   return MTC_OK;
 }
 
+/* Bytes of the JIT compiler's error log kept for the message. */
+#define JIT_LOG_BYTES 2048
+
+/* cuModuleLoadDataEx with the JIT error log where the driver has it: a PTX
+ * error then says what the compiler found, not only that it failed. */
+static CUresult load_image(const mtc_cuda_api *cu, CUmodule *module,
+                           const char *image, char *log) {
+  log[0] = '\0';
+  if (cu->cuModuleLoadDataEx == NULL) return cu->cuModuleLoadData(module, image);
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, (void *)(uintptr_t)JIT_LOG_BYTES};
+  CUresult r = cu->cuModuleLoadDataEx(module, image, 2, options, values);
+  log[JIT_LOG_BYTES - 1] = '\0';
+  return r;
+}
+
 /* Loads `image` (NUL-terminated) with the device's context current. */
 static mtc_status load_in_context(const mtc_cuda_api *cu, mtc_device *d,
                                   const char *image, mtc_module **out) {
@@ -30,15 +47,20 @@ static mtc_status load_in_context(const mtc_cuda_api *cu, mtc_device *d,
   mtc_context_scope scope;
   mtc_context_scope_begin(&scope);
   mtc_status status = mtc_context_scope_use(&scope, d);
+  char log[JIT_LOG_BYTES];
   if (status == MTC_OK) {
-    CUresult r = cu->cuModuleLoadData(&m->module, image);
+    CUresult r = load_image(cu, &m->module, image, log);
     if (r != CUDA_SUCCESS) {
       char what[96];
-      mtc_format(what, sizeof what,
-                 "mtc_module_load: loading the image on cuda:%d: "
-                 "cuModuleLoadData",
-                 d->ordinal);
+      mtc_format(what, sizeof what, "mtc_module_load: loading the image on cuda:%d: %s",
+                 d->ordinal,
+                 cu->cuModuleLoadDataEx ? "cuModuleLoadDataEx" : "cuModuleLoadData");
       status = mtc_cuda_fail(r, what);
+      if (log[0] != '\0') {
+        char why[MTC_ERROR_CAPACITY];
+        mtc_format(why, sizeof why, "%s", mtc_error_text());
+        mtc_error_set(status, "%s; the JIT compiler says: %s", why, log);
+      }
     }
   }
   mtc_context_scope_end(&scope);
