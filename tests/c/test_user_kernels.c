@@ -16,6 +16,7 @@ static struct {
   int (*last_launch)(unsigned *dims, unsigned char *params, unsigned capacity);
   unsigned long long (*last_launch_stream)(void);
   int (*live_device_allocations)(void);
+  int (*live_modules)(void);
 } fake;
 
 static const char ptx[] =
@@ -93,7 +94,9 @@ static void test_modules(void) {
   CHECK_STATUS(mtc_module_load(-1, ptx, sizeof ptx - 1, &m), MTC_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mtc_module_load(9, ptx, sizeof ptx - 1, &m), MTC_ERR_NO_DEVICE);
   /* No NUL at the end: the library adds one. */
+  int modules = fake.live_modules();
   CHECK_OK(mtc_module_load(0, ptx, sizeof ptx - 1, &m));
+  CHECK(fake.live_modules() == modules + 1);
   uint64_t f = 0;
   CHECK_OK(mtc_module_get_function(m, "add_one_f32", &f));
   CHECK(f != 0);
@@ -102,6 +105,7 @@ static void test_modules(void) {
   CHECK(contains(mtc_last_error(), "\"add_two\"") &&
         contains(mtc_last_error(), "CUDA_ERROR_NOT_FOUND"));
   mtc_module_unload(m);
+  CHECK(fake.live_modules() == modules);
   mtc_module_unload(NULL);
 }
 
@@ -236,8 +240,9 @@ int main(int argc, char **argv) {
   FAKE_SYM(handle, fake.last_launch, "fake_cuda_last_launch");
   FAKE_SYM(handle, fake.last_launch_stream, "fake_cuda_last_launch_stream");
   FAKE_SYM(handle, fake.live_device_allocations, "fake_cuda_live_device_allocations");
-  CHECK(fake.last_launch != NULL && fake.set_copy_delay_us != NULL);
-  if (fake.last_launch == NULL) return check_summary("test_user_kernels");
+  FAKE_SYM(handle, fake.live_modules, "fake_cuda_live_modules");
+  CHECK(fake.last_launch != NULL && fake.set_copy_delay_us != NULL && fake.live_modules != NULL);
+  if (fake.last_launch == NULL || fake.live_modules == NULL) return check_summary("test_user_kernels");
   int live_allocations = fake.live_device_allocations();
   test_alloc();
   test_modules();
