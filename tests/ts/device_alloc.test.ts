@@ -2,7 +2,7 @@
 // devices): shapes, dtypes and devices, zeros really zero (read back with
 // toHost, and new emulated memory reads 0xCD, so empty is not zero by
 // chance), dispose and garbage collection free the block, and the errors.
-import { DeviceTensor, disposeAll, DTYPES, MtcError, poolStats, Tensor } from "../../ts/mod.ts";
+import { DeviceTensor, disposeAll, DTYPES, MtcError, poolStats, startCopy, Tensor } from "../../ts/mod.ts";
 import { DTYPE_SIZE } from "../../ts/tensor/dtype.ts";
 import { canCollectGarbage, collectGarbage, skipWithoutDriver, tick } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
@@ -122,8 +122,7 @@ allocTest("garbage collection frees a dropped tensor's block", async () => {
   assertSame(poolStats().blocksLive, before);
 });
 
-allocTest("a zeros tensor is a copy source like any other", async () => {
-  const { startCopy } = await import("../../ts/mod.ts");
+allocTest("a zeros tensor is a copy source like any other", () => {
   const z = DeviceTensor.zeros([2, 2], "int32", "cuda:0");
   const back = startCopy({ z }, "cpu").get();
   assert(back.z instanceof Tensor);

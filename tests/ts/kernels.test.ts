@@ -8,6 +8,7 @@
 import { DeviceTensor, Kernel, Module, MtcError, poolStats, settleLaunches, Stream } from "../../ts/mod.ts";
 import { KERNELS_PTX } from "../../examples/kernel_ptx.ts";
 import { fakeDriver, skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
+import { runScript } from "./fixtures/spawn.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
 const kernelTest = (name: string, fn: () => void | Promise<void>) =>
@@ -224,7 +225,6 @@ kernelTest("tensors a launch uses stay allocated until the stream has passed it"
 });
 
 test("kernels: examples/kernel.ts without a CUDA driver says why and exits 0", async () => {
-  const { runScript } = await import("./fixtures/spawn.ts");
   const example = new URL("../../examples/kernel.ts", import.meta.url).pathname;
   const r = await runScript(example, [], { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" });
   const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
