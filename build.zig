@@ -24,9 +24,9 @@ const lib_folders = [_]SourceFolder{
     // gathering host leaves into staging memory on the staging threads
     .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c", "strided.c" } },
     // output blocks, the pinned pool, DLPack
-    .{ .path = "lib/src/memory", .files = &.{ "block.c", "dlpack.c", "pinned_pool.c", "warm_up.c" } },
+    .{ .path = "lib/src/memory", .files = &.{ "block.c", "device_alloc.c", "dlpack.c", "pinned_pool.c", "warm_up.c" } },
     // the driver (loaded at run time), devices, streams, events, kernels
-    .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "stream_api.c" } },
+    .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "launch.c", "stream_api.c", "user_module.c" } },
     // errors, options, environment knobs, the clock, version
     .{ .path = "lib/src/base", .files = &.{ "clock.c", "error.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
 };
@@ -102,6 +102,7 @@ const device_tests = [_][]const u8{
     "test_pinned_limit",
     "test_strided",
     "test_into",
+    "test_user_kernels",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

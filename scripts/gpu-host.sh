@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the GPU suite, the example and the example-batch timing on a CUDA host
+# Runs the GPU suite, the examples and the example-batch timing on a CUDA host
 # that has neither node nor zig: the library and one runtime come prebuilt in
 # .carry/ (made by scripts/pack-for-gpu-host.sh). Usage:
 #   bash scripts/gpu-host.sh bun|deno [timing runs] [bench]
@@ -58,6 +58,9 @@ echo "=== GPU suite ($runtime)"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "=== example ($runtime)"
 "${run_cmd[@]}" examples/example.ts 2>&1 | tee "$logs/example-$runtime.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "=== kernel example ($runtime)"
+"${run_cmd[@]}" examples/kernel.ts 2>&1 | tee "$logs/kernel-example-$runtime.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "=== example timing, $runs runs ($runtime)"
 "${run_cmd[@]}" examples/example.ts --runs "$runs" --quiet 2>&1 | tee "$logs/timing-$runtime.log"

@@ -29,9 +29,12 @@
  * host memory block the caller until the copy's modelled end, as the real
  * driver does.
  *
- * Kernels: cuModuleLoadData accepts any image; cuModuleGetFunction knows the
- * kernels of libmtc's cuda/ kernels by name, and cuLaunchKernel runs them on the
- * host (see "kernels" below) with the same checks and time model as copies.
+ * Kernels: cuModuleLoadData accepts a fatbin, an ELF cubin, PTX text or the
+ * test builds' stand-in image, and fails others with INVALID_IMAGE;
+ * cuModuleGetFunction knows the kernels of libmtc's cuda/ kernels by name in
+ * binary images and the .entry kernels of PTX text, and cuLaunchKernel runs
+ * them on the host (see "kernels" below) with the same checks and time model
+ * as copies.
  */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -102,6 +105,7 @@ enum {
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
@@ -163,8 +167,13 @@ FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevi
 FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
 FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image);
+/* CUjit_option, as cuda.h names it (the two options the emulation reads). */
+typedef enum CUjit_option_enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 } CUjit_option;
+FAKE_MODULE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                            CUjit_option *options, void **optionValues);
 FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 FAKE_MODULE_API CUresult cuModuleUnload(CUmodule hmod);
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
 FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
@@ -181,6 +190,8 @@ FAKE_API void fake_cuda_set_copy_delay_us(unsigned long long us);
 FAKE_API unsigned long long fake_cuda_kernel_launches(void);
 FAKE_API int fake_cuda_live_modules(void);
 FAKE_API void fake_cuda_fail_module_loads(int result);
+FAKE_API int fake_cuda_last_launch(unsigned int *dims, unsigned char *params, unsigned int capacity);
+FAKE_API unsigned long long fake_cuda_last_launch_stream(void);
 
 /* The legacy and per-thread default streams, as cuda.h defines them. */
 #define FAKE_STREAM_LEGACY ((uintptr_t)0x1)
@@ -216,11 +227,20 @@ struct fake_pool {
 struct fake_module {
   int device;
   uint32_t epoch; /* the context's epoch when loaded */
+  int ptx;        /* the image was PTX text, kept in text */
+  char text[];
 };
+
+/* Most parameters of a PTX kernel the emulation reads. */
+#define FAKE_MAX_PARAMS 64
 
 struct fake_function {
   uintptr_t module; /* handle of the module it came from */
   int kernel;       /* KERNEL_* */
+  /* PTX kernels: the entry's name and its parameters' sizes in bytes. */
+  char name[64];
+  int param_count;
+  uint32_t param_sizes[FAKE_MAX_PARAMS];
 };
 
 /* One primary context per device. A CUcontext is a pointer into g_ctx, so a
@@ -613,6 +633,7 @@ static const struct {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
@@ -1434,6 +1455,129 @@ out:
 
 enum { KERNEL_COPY_SEGMENTS = 1, KERNEL_DEBUG_FILL = 2, KERNEL_DEBUG_COPY = 3, KERNEL_SCATTER_SEGMENTS = 4 };
 
+/* Kernels of PTX modules (the caller's own, through mtc_module_load). Each
+ * launch is recorded: grid, block, shared bytes, stream and the bytes of
+ * each parameter as the .entry declares its size (fake_cuda_last_launch).
+ * One is also run on the host:
+ *
+ *   add_one_f32(float *p, uint32_t n)
+ *       adds 1 to p[i] for each i < n that the grid covers
+ *       (i < gridDim.x * blockDim.x), as a one-thread-per-element kernel.
+ *   scale_add_f32(const float *x, float *y, float a, float b, uint32_t n)
+ *       y[i] = a * x[i] + b, likewise.
+ *
+ * Any other .entry name only records. */
+enum { KERNEL_PTX_RECORD = 10, KERNEL_PTX_ADD_ONE_F32 = 11, KERNEL_PTX_SCALE_ADD_F32 = 12 };
+
+/* The last PTX launch (lock held to touch). */
+static struct {
+  int valid;
+  unsigned int dims[8]; /* grid x y z, block x y z, shared bytes, parameters */
+  uintptr_t stream;
+  unsigned int bytes;
+  unsigned char params[4096];
+} g_last_launch;
+
+/* What cuModuleLoadData accepts: 1 fatbin / cubin / the test stand-in, 2 PTX
+ * text, 0 anything else (CUDA_ERROR_INVALID_IMAGE). */
+static int image_kind(const void *image) {
+  /* Byte by byte, so that a short image is never read past its NUL. */
+  const unsigned char *b = image;
+  if (b[0] == 0x50 && b[1] == 0xED && b[2] == 0x55 && b[3] == 0xBA) return 1; /* fatbin */
+  if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return 1;    /* cubin */
+  if (strncmp(image, "libmtc test stub", 16) == 0) return 1;
+  const char *text = image;
+  if (strstr(text, ".version") && strstr(text, ".target")) return 2;
+  return 0;
+}
+
+/* Bytes of a PTX parameter type (.u32, .f64, .b8, ...), 0 when unknown. */
+static uint32_t ptx_type_bytes(const char *t, size_t n) {
+  if (n < 3 || t[0] != '.') return 0;
+  const char *bits = t + 2;
+  if (t[1] == 'b' && t[2] == 'f') bits = t + 3; /* .bf16 */
+  else if (t[1] != 'u' && t[1] != 's' && t[1] != 'b' && t[1] != 'f') return 0;
+  size_t digits = n - (size_t)(bits - t);
+  if (digits == 1 && bits[0] == '8') return 1;
+  if (digits == 2 && memcmp(bits, "16", 2) == 0) return 2;
+  if (digits == 2 && memcmp(bits, "32", 2) == 0) return 4;
+  if (digits == 2 && memcmp(bits, "64", 2) == 0) return 8;
+  return 0;
+}
+
+/* Finds `.entry name(` in PTX text and reads its parameters' sizes into f.
+ * CUDA_ERROR_NOT_FOUND when there is no such entry, INVALID_IMAGE for a
+ * parameter list the emulation cannot read. */
+static CUresult ptx_find_entry(const char *fn, const char *text, const char *name, struct fake_function *f) {
+  size_t len = strlen(name);
+  const char *p = text;
+  while ((p = strstr(p, ".entry")) != NULL) {
+    p += 6;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (strncmp(p, name, len) != 0) continue;
+    const char *q = p + len;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    if (*q != '(') continue;
+    const char *end = strchr(q, ')');
+    if (!end) return report(CUDA_ERROR_INVALID_IMAGE, fn, "kernel \"%s\": no ')' after its parameters", name);
+    f->param_count = 0;
+    for (const char *r = q; (r = strstr(r, ".param")) != NULL && r < end;) {
+      r += 6;
+      uint32_t size = 0, count = 1;
+      /* Tokens up to the name: .align N, the type, state space qualifiers. */
+      for (;;) {
+        while (*r == ' ' || *r == '\t' || *r == '\n' || *r == '\r') r++;
+        if (*r != '.') break;
+        size_t n = strcspn(r, " \t\r\n,)[");
+        if (n == 6 && strncmp(r, ".align", 6) == 0) {
+          r += n;
+          while (*r == ' ') r++;
+          r += strspn(r, "0123456789");
+          continue;
+        }
+        if (!size) size = ptx_type_bytes(r, n);
+        r += n;
+      }
+      r += strcspn(r, ",)[");
+      if (*r == '[') count = (uint32_t)strtoul(r + 1, NULL, 10);
+      if (!size || !count || f->param_count >= FAKE_MAX_PARAMS)
+        return report(CUDA_ERROR_INVALID_IMAGE, fn, "kernel \"%s\": parameter %d has a type the emulation cannot read",
+                      name, f->param_count);
+      f->param_sizes[f->param_count++] = size * count;
+    }
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->kernel = strcmp(name, "add_one_f32") == 0     ? KERNEL_PTX_ADD_ONE_F32
+                : strcmp(name, "scale_add_f32") == 0 ? KERNEL_PTX_SCALE_ADD_F32
+                                                     : KERNEL_PTX_RECORD;
+    return CUDA_SUCCESS;
+  }
+  return report(CUDA_ERROR_NOT_FOUND, fn, "no kernel named \"%s\" in the PTX module", name);
+}
+
+/* Lock held. Records a PTX kernel's launch (see g_last_launch). */
+static CUresult record_ptx_launch(const char *fn, const struct fake_function *f, const unsigned int dims[7],
+                                  uintptr_t stream, void **params) {
+  unsigned int bytes = 0;
+  for (int i = 0; i < f->param_count; i++) {
+    if (!params[i]) return report(CUDA_ERROR_INVALID_VALUE, fn, "kernelParams[%d] is NULL", i);
+    bytes += f->param_sizes[i];
+  }
+  if (bytes > sizeof g_last_launch.params)
+    return report(CUDA_ERROR_INVALID_VALUE, fn, "%u bytes of parameters (the emulation records at most %zu)", bytes,
+                  sizeof g_last_launch.params);
+  unsigned int at = 0;
+  for (int i = 0; i < f->param_count; i++) {
+    memcpy(g_last_launch.params + at, params[i], f->param_sizes[i]);
+    at += f->param_sizes[i];
+  }
+  memcpy(g_last_launch.dims, dims, 7 * sizeof dims[0]);
+  g_last_launch.dims[7] = (unsigned int)f->param_count;
+  g_last_launch.stream = stream;
+  g_last_launch.bytes = bytes;
+  g_last_launch.valid = 1;
+  return CUDA_SUCCESS;
+}
+
 static const struct {
   int id;
   const char *name;
@@ -1458,19 +1602,53 @@ static void drop_orphan_functions(void) {
       handle_drop(i);
 }
 
-FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-  CUresult r = need_init(__func__);
+/* The emulated GPUs compile PTX for sm_90 (an H100): a newer .target fails
+ * the JIT with CUDA_ERROR_INVALID_PTX, and this line in its error log. */
+#define FAKE_SM 90
+
+/* 0, or the sm_ number of a PTX text's .target newer than FAKE_SM. */
+static int ptx_target_too_new(const char *text) {
+  const char *t = strstr(text, ".target");
+  if (!t) return 0;
+  t += 7;
+  while (*t == ' ' || *t == '\t') t++;
+  if (strncmp(t, "sm_", 3) != 0) return 0;
+  int sm = atoi(t + 3);
+  return sm > FAKE_SM ? sm : 0;
+}
+
+/* cuModuleLoadData and cuModuleLoadDataEx; a JIT failure's message goes to
+ * log (log_size bytes, NUL-terminated) when log is not NULL. */
+static CUresult module_load(const char *fn, CUmodule *module, const void *image, char *log, size_t log_size) {
+  CUresult r = need_init(fn);
   if (r) return r;
-  if (!module || !image) return report(CUDA_ERROR_INVALID_VALUE, __func__, "module or image is NULL");
+  if (!module || !image) return report(CUDA_ERROR_INVALID_VALUE, fn, "module or image is NULL");
   struct fake_ctx *c;
   lock();
-  if ((r = need_ctx(__func__, &c))) goto out;
+  if ((r = need_ctx(fn, &c))) goto out;
   if (g_module_load_error) {
-    r = report(g_module_load_error, __func__, "failing as fake_cuda_fail_module_loads(%d) asked",
-               g_module_load_error);
+    r = report(g_module_load_error, fn, "failing as fake_cuda_fail_module_loads(%d) asked", g_module_load_error);
     goto out;
   }
-  struct fake_module *m = calloc(1, sizeof *m);
+  int kind = image_kind(image);
+  if (!kind) {
+    r = report(CUDA_ERROR_INVALID_IMAGE, fn, "the image is no fatbin, cubin (ELF) or PTX text");
+    goto out;
+  }
+  int sm = kind == 2 ? ptx_target_too_new(image) : 0;
+  if (sm) {
+    if (log && log_size)
+      snprintf(log, log_size, "ptxas application ptx input: fatal: .target sm_%d is newer than this GPU (sm_%d)", sm,
+               FAKE_SM);
+    r = report(CUDA_ERROR_INVALID_PTX, fn, "PTX for sm_%d, the emulated GPU is sm_%d", sm, FAKE_SM);
+    goto out;
+  }
+  size_t text_bytes = kind == 2 ? strlen(image) + 1 : 1;
+  struct fake_module *m = calloc(1, sizeof *m + text_bytes);
+  if (m && kind == 2) {
+    memcpy(m->text, image, text_bytes);
+    m->ptx = 1;
+  }
   uintptr_t h = m ? handle_new(KIND_MODULE, m) : 0;
   if (!h) {
     free(m);
@@ -1485,24 +1663,56 @@ out:
   return r;
 }
 
+FAKE_MODULE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  return module_load(__func__, module, image, NULL, 0);
+}
+
+/* Reads CU_JIT_ERROR_LOG_BUFFER and its size (written back as the bytes
+ * used, as the real driver does); other options are accepted and ignored. */
+FAKE_MODULE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                            CUjit_option *options, void **optionValues) {
+  if (numOptions && (!options || !optionValues))
+    return report(CUDA_ERROR_INVALID_VALUE, __func__, "%u options but options or optionValues is NULL", numOptions);
+  char *log = NULL;
+  size_t log_size = 0;
+  int size_at = -1;
+  for (unsigned i = 0; i < numOptions; i++) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER) log = optionValues[i];
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+      log_size = (size_t)(uintptr_t)optionValues[i];
+      size_at = (int)i;
+    }
+  }
+  if (log && log_size) log[0] = '\0';
+  CUresult r = module_load(__func__, module, image, log, log_size);
+  if (size_at >= 0 && log && log_size) optionValues[size_at] = (void *)(uintptr_t)strlen(log);
+  return r;
+}
+
 FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
   CUresult r = need_init(__func__);
   if (r) return r;
   if (!hfunc || !name) return report(CUDA_ERROR_INVALID_VALUE, __func__, "hfunc or name is NULL");
   lock();
-  if (!handle_get(KIND_MODULE, hmod, NULL)) {
+  struct fake_module *mod = handle_get(KIND_MODULE, hmod, NULL);
+  if (!mod) {
     r = report(CUDA_ERROR_INVALID_HANDLE, __func__, "module %p is not a live module (unloaded or never loaded)",
                (void *)hmod);
     goto out;
   }
-  int kernel = 0;
-  for (size_t i = 0; i < sizeof k_kernels / sizeof k_kernels[0]; i++)
-    if (strcmp(k_kernels[i].name, name) == 0) kernel = k_kernels[i].id;
-  if (!kernel) {
+  struct fake_function found = {0};
+  if (mod->ptx) {
+    if ((r = ptx_find_entry(__func__, mod->text, name, &found))) goto out;
+  } else {
+    for (size_t i = 0; i < sizeof k_kernels / sizeof k_kernels[0]; i++)
+      if (strcmp(k_kernels[i].name, name) == 0) found.kernel = k_kernels[i].id;
+  }
+  if (!found.kernel) {
     r = report(CUDA_ERROR_NOT_FOUND, __func__, "no kernel named \"%s\"", name);
     goto out;
   }
   struct fake_function *f = calloc(1, sizeof *f);
+  if (f) *f = found;
   uintptr_t h = f ? handle_new(KIND_FUNCTION, f) : 0;
   if (!h) {
     free(f);
@@ -1510,7 +1720,6 @@ FAKE_MODULE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, c
     goto out;
   }
   f->module = (uintptr_t)hmod;
-  f->kernel = kernel;
   *hfunc = (CUfunction)h;
 out:
   unlock();
@@ -1629,6 +1838,7 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
   /* What runs after the checks. */
   uint64_t table = 0, dst = 0, src = 0, bytes = 0;
   uint32_t n = 0, value = 0;
+  float scale = 0, offset = 0;
   lock();
   if ((r = need_ctx(fn, &c))) goto out;
   if (!(func = handle_get(KIND_FUNCTION, f, NULL))) {
@@ -1699,8 +1909,29 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
       break;
     if (bytes) r = check_kernel_copy(fn, "copy", dst, src, bytes, c->device);
     break;
+  case KERNEL_PTX_ADD_ONE_F32:
+    if ((r = kernel_param(fn, kernelParams, 0, &dst, 8)) || (r = kernel_param(fn, kernelParams, 1, &n, 4))) break;
+    /* One thread per element: the grid covers so many. */
+    if ((uint64_t)gridDimX * blockDimX < n) n = (uint32_t)((uint64_t)gridDimX * blockDimX);
+    if (n) r = check_kernel_range(fn, "add_one_f32 p", dst, (uint64_t)n * 4u, c->device, 1);
+    break;
+  case KERNEL_PTX_SCALE_ADD_F32:
+    if ((r = kernel_param(fn, kernelParams, 0, &src, 8)) || (r = kernel_param(fn, kernelParams, 1, &dst, 8)) ||
+        (r = kernel_param(fn, kernelParams, 2, &scale, 4)) || (r = kernel_param(fn, kernelParams, 3, &offset, 4)) ||
+        (r = kernel_param(fn, kernelParams, 4, &n, 4)))
+      break;
+    if ((uint64_t)gridDimX * blockDimX < n) n = (uint32_t)((uint64_t)gridDimX * blockDimX);
+    if (n && !(r = check_kernel_range(fn, "scale_add_f32 x", src, (uint64_t)n * 4u, c->device, 0)))
+      r = check_kernel_range(fn, "scale_add_f32 y", dst, (uint64_t)n * 4u, c->device, 1);
+    break;
+  case KERNEL_PTX_RECORD:
+    break;
   default:
     r = report(CUDA_ERROR_INVALID_HANDLE, fn, "unknown kernel %d", kernel);
+  }
+  if (!r && kernel >= KERNEL_PTX_RECORD) {
+    unsigned int dims[7] = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes};
+    r = record_ptx_launch(fn, func, dims, (uintptr_t)hStream, kernelParams);
   }
   if (!r) {
     s->busy_until = max_u64(s->busy_until, now_ns()) + g_copy_delay_ns + spin_ns;
@@ -1731,9 +1962,41 @@ out:
   case KERNEL_DEBUG_COPY:
     if (bytes) memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     break;
+  case KERNEL_PTX_ADD_ONE_F32:
+    for (uint32_t i = 0; i < n; i++) {
+      float v;
+      memcpy(&v, (const char *)(uintptr_t)dst + 4u * i, 4);
+      v += 1.0f;
+      memcpy((char *)(uintptr_t)dst + 4u * i, &v, 4);
+    }
+    break;
+  case KERNEL_PTX_SCALE_ADD_F32:
+    for (uint32_t i = 0; i < n; i++) {
+      float x, y;
+      memcpy(&x, (const char *)(uintptr_t)src + 4u * i, 4);
+      y = (float)((double)x * scale + offset); /* the product is exact in double, as in an fma */
+      memcpy((char *)(uintptr_t)dst + 4u * i, &y, 4);
+    }
+    break;
   default:
     break;
   }
+  return CUDA_SUCCESS;
+}
+
+/* Fills at once, with the checks and time model of a copy. */
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  struct fake_ctx *c;
+  struct fake_stream *s = NULL;
+  lock();
+  if (!(r = need_ctx(__func__, &c)) && !(r = get_stream(__func__, hStream, c, 1, &s)) && N)
+    r = check_device_range(__func__, "destination", dstDevice, N, c->device);
+  if (!r) stream_enqueue_copy(s, 0);
+  unlock();
+  if (r) return r;
+  if (N) memset((void *)(uintptr_t)dstDevice, uc, N);
   return CUDA_SUCCESS;
 }
 
@@ -1804,6 +2067,30 @@ FAKE_API void fake_cuda_fail_module_loads(int result) {
   lock();
   g_module_load_error = result;
   unlock();
+}
+
+/* The last launch of a PTX module's kernel: writes grid x y z, block x y z,
+ * shared bytes and the parameter count to dims[0..7], and the parameters'
+ * bytes, each as its .entry declares its size, one after the other, to
+ * params (at most capacity bytes). Returns how many bytes the parameters
+ * take, or -1 when no PTX kernel was launched yet. */
+FAKE_API int fake_cuda_last_launch(unsigned int *dims, unsigned char *params, unsigned int capacity) {
+  lock();
+  int bytes = g_last_launch.valid ? (int)g_last_launch.bytes : -1;
+  if (bytes >= 0) {
+    if (dims) memcpy(dims, g_last_launch.dims, sizeof g_last_launch.dims);
+    if (params) memcpy(params, g_last_launch.params, (unsigned)bytes < capacity ? (unsigned)bytes : capacity);
+  }
+  unlock();
+  return bytes;
+}
+
+/* The CUstream of the last launch of a PTX module's kernel (0: none). */
+FAKE_API unsigned long long fake_cuda_last_launch_stream(void) {
+  lock();
+  unsigned long long stream = g_last_launch.valid ? g_last_launch.stream : 0;
+  unlock();
+  return stream;
 }
 
 FAKE_API void fake_cuda_reset_counters(void) {

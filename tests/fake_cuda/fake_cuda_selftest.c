@@ -31,6 +31,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef enum CUjit_option_enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 } CUjit_option;
 /* Struct tags as cuda.h (and fake_cuda.c) name them: calls through these
  * pointer types must match the definitions (-fsanitize=function). */
 typedef struct CUmemLocation_st {
@@ -51,7 +52,7 @@ typedef struct CUmemPoolProps_st {
 
 enum {
   OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
-  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, NO_BINARY_FOR_GPU = 209, INVALID_HANDLE = 400,
+  INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_IMAGE = 200, NO_BINARY_FOR_GPU = 209, INVALID_PTX = 218, INVALID_HANDLE = 400,
   NOT_FOUND = 500, NOT_READY = 600, ILLEGAL_ADDRESS = 700, PEER_ACCESS_ALREADY_ENABLED = 704
 };
 
@@ -110,7 +111,11 @@ enum {
   X(void, fake_cuda_set_copy_delay_us, (unsigned long long))                                     \
   X(unsigned long long, fake_cuda_kernel_launches, (void))                                       \
   X(int, fake_cuda_live_modules, (void))                                                         \
-  X(void, fake_cuda_fail_module_loads, (int))
+  X(void, fake_cuda_fail_module_loads, (int))                                                    \
+  X(CUresult, cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))                   \
+  X(CUresult, cuModuleLoadDataEx, (CUmodule *, const void *, unsigned, CUjit_option *, void **))  \
+  X(int, fake_cuda_last_launch, (unsigned *, unsigned char *, unsigned))                         \
+  X(unsigned long long, fake_cuda_last_launch_stream, (void))
 
 #define DECLARE(ret, name, args) static ret(*name) args;
 API(DECLARE)
@@ -529,7 +534,10 @@ int main(int argc, char **argv) {
   CUmodule mod, mod1, dead_mod;
   CUfunction fseg, ffill, fcopy, f1, fnone;
   EXPECT(INVALID_VALUE, cuModuleLoadData(&mod, NULL));
-  EXPECT(OK, cuModuleLoadData(&mod, "any image"));
+  /* A fatbin's first bytes (its magic) stand for the library's image. */
+  static const unsigned char fatbin[] = {0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0};
+  EXPECT(INVALID_IMAGE, cuModuleLoadData(&mod, "not a module"));
+  EXPECT(OK, cuModuleLoadData(&mod, fatbin));
   CHECK(fake_cuda_live_modules() == 1);
   EXPECT(OK, cuModuleGetFunction(&fseg, mod, "mtc_copy_segments"));
   EXPECT(OK, cuModuleGetFunction(&ffill, mod, "mtc_debug_fill"));
@@ -537,7 +545,7 @@ int main(int argc, char **argv) {
   EXPECT(NOT_FOUND, cuModuleGetFunction(&fnone, mod, "no_such_kernel"));
   EXPECT(INVALID_HANDLE, cuModuleGetFunction(&fnone, (CUmodule)s0, "mtc_debug_fill"));
   fake_cuda_fail_module_loads(NO_BINARY_FOR_GPU);
-  EXPECT(NO_BINARY_FOR_GPU, cuModuleLoadData(&dead_mod, "any image"));
+  EXPECT(NO_BINARY_FOR_GPU, cuModuleLoadData(&dead_mod, fatbin));
   fake_cuda_fail_module_loads(0);
 
   unsigned long long launches0 = fake_cuda_kernel_launches();
@@ -565,6 +573,57 @@ int main(int argc, char **argv) {
   dst = (unsigned long long)(uintptr_t)pageable;
   EXPECT(ILLEGAL_ADDRESS, cuLaunchKernel(ffill, 1, 1, 1, 256, 1, 1, 0, s0, fill_args, NULL)); /* pageable */
 
+  /* PTX modules: .entry kernels with their parameters' declared sizes;
+   * add_one_f32 runs, others record only; every launch is recorded. */
+  static const char ptx[] =
+      ".version 8.0\n.target sm_80\n.address_size 64\n"
+      ".visible .entry add_one_f32(\n .param .u64 p,\n .param .u32 n\n) { ret; }\n"
+      ".visible .entry mixed(.param .s32 a, .param .f64 b, .param .align 4 .b8 c[12], .param .u16 d) { ret; }\n";
+  CUmodule pmod;
+  CUfunction fadd, fmixed;
+  EXPECT(OK, cuModuleLoadData(&pmod, ptx));
+  EXPECT(OK, cuModuleGetFunction(&fadd, pmod, "add_one_f32"));
+  EXPECT(OK, cuModuleGetFunction(&fmixed, pmod, "mixed"));
+  EXPECT(NOT_FOUND, cuModuleGetFunction(&fnone, pmod, "add_one"));
+  EXPECT(NOT_FOUND, cuModuleGetFunction(&fnone, pmod, "mtc_debug_fill"));
+  EXPECT(OK, cuMemsetD8Async(k0, 0, 64, s0));
+  CHECK(kbytes[0] == 0 && kbytes[63] == 0 && kbytes[64] == 0xAB);
+  EXPECT(INVALID_VALUE, cuMemsetD8Async(k0 + 4000, 0, 200, s0));
+  unsigned long long pa = k0;
+  unsigned na = 10;
+  void *add_args[] = {&pa, &na};
+  EXPECT(OK, cuLaunchKernel(fadd, 1, 1, 1, 8, 1, 1, 0, s0, add_args, NULL)); /* covers 8 of 10 */
+  float fv[10];
+  memcpy(fv, kbytes, sizeof fv);
+  CHECK(fv[0] == 1.0f && fv[7] == 1.0f && fv[8] == 0.0f);
+  unsigned dims[8];
+  unsigned char rec[32];
+  CHECK(fake_cuda_last_launch(dims, rec, sizeof rec) == 12 && dims[3] == 8 && dims[7] == 2);
+  CHECK(memcmp(rec, &pa, 8) == 0 && memcmp(rec + 8, &na, 4) == 0);
+  int ai = -7;
+  double bd = 2.5;
+  unsigned char cb[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  unsigned short du = 0xBEEF;
+  void *mixed_args[] = {&ai, &bd, cb, &du};
+  EXPECT(OK, cuLaunchKernel(fmixed, 2, 3, 4, 5, 6, 7, 96, s0, mixed_args, NULL));
+  CHECK(fake_cuda_last_launch(dims, rec, sizeof rec) == 26);
+  CHECK(dims[0] == 2 && dims[1] == 3 && dims[2] == 4 && dims[3] == 5 && dims[4] == 6 && dims[5] == 7 &&
+        dims[6] == 96 && dims[7] == 4);
+  CHECK(memcmp(rec, &ai, 4) == 0 && memcmp(rec + 4, &bd, 8) == 0 && memcmp(rec + 12, cb, 12) == 0 &&
+        memcmp(rec + 24, &du, 2) == 0);
+  CHECK(fake_cuda_last_launch_stream() == (unsigned long long)(uintptr_t)s0);
+  EXPECT(OK, cuModuleUnload(pmod));
+  /* A .target newer than the emulated sm_90 fails the JIT, with a log. */
+  char jit_log[256];
+  CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *jit_values[] = {jit_log, (void *)(uintptr_t)sizeof jit_log};
+  EXPECT(INVALID_PTX, cuModuleLoadDataEx(&pmod, ".version 8.0\n.target sm_100\n", 2, jit_options, jit_values));
+  CHECK(strstr(jit_log, ".target sm_100 is newer than this GPU (sm_90)") != NULL);
+  CHECK((uintptr_t)jit_values[1] == strlen(jit_log));
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.target sm_100\n"));
+  EXPECT(OK, cuModuleLoadDataEx(&pmod, ptx, 0, NULL, NULL));
+  EXPECT(OK, cuModuleUnload(pmod));
+
   /* Segments: table in pinned memory, device and pinned destinations, an
    * empty segment with made-up addresses (never touched). */
   unsigned long long *table = pinned; /* {src, dst, bytes} x 3 */
@@ -587,7 +646,7 @@ int main(int argc, char **argv) {
   EXPECT(OK, cuCtxPushCurrent_v2(ctx1));
   EXPECT(OK, cuMemAlloc_v2(&r1, 256));
   EXPECT(OK, cuMemAllocFromPoolAsync(&p1, 256, pool1, s1));
-  EXPECT(OK, cuModuleLoadData(&mod1, "any image"));
+  EXPECT(OK, cuModuleLoadData(&mod1, fatbin));
   EXPECT(OK, cuModuleGetFunction(&f1, mod1, "mtc_debug_fill"));
   EXPECT(OK, cuCtxPopCurrent_v2(NULL));
   table[0] = r1;
@@ -618,7 +677,7 @@ int main(int argc, char **argv) {
   EXPECT(OK, cuCtxSetCurrent(NULL));
   EXPECT(INVALID_CONTEXT, cuLaunchKernel(fseg, 1, 1, 1, 256, 1, 1, 0, s0, seg_args, NULL));
   EXPECT(OK, cuCtxSetCurrent(ctx0));
-  CHECK(fake_cuda_kernel_launches() == launches0 + 6);
+  CHECK(fake_cuda_kernel_launches() == launches0 + 8);
 
   EXPECT(OK, cuModuleUnload(mod));
   EXPECT(INVALID_HANDLE, cuModuleUnload(mod));

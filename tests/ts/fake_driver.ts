@@ -24,6 +24,20 @@ export interface FakeDriver {
   setCopyDelayUs(us: number): void;
   copyCount(): number;
   liveDeviceAllocations(): number;
+  /** The last launch of a PTX module's kernel (fake_cuda_last_launch), or null before any. */
+  lastLaunch(): FakeLaunch | null;
+}
+
+/** What the emulated driver recorded of a launch. */
+export interface FakeLaunch {
+  grid: number[];
+  block: number[];
+  sharedBytes: number;
+  paramCount: number;
+  /** Each parameter's bytes as the kernel's .entry declares its size, one after the other. */
+  params: Uint8Array;
+  /** The CUstream it was queued on. */
+  stream: number;
 }
 
 let hooks: FakeDriver | null | undefined;
@@ -38,12 +52,31 @@ export function fakeDriver(): FakeDriver | null {
       fake_cuda_set_copy_delay_us: { args: ["u64" /* unsigned long long us */], result: "void" },
       fake_cuda_copy_count: { args: [], result: "u64" /* unsigned long long */ },
       fake_cuda_live_device_allocations: { args: [], result: "i32" /* int */ },
+      fake_cuda_last_launch: {
+        args: ["buffer" /* unsigned int *dims */, "buffer" /* unsigned char *params */, "u32" /* unsigned int capacity */],
+        result: "i32", /* int */
+      },
+      fake_cuda_last_launch_stream: { args: [], result: "u64" /* unsigned long long */ },
     });
     const call = symbols as unknown as Record<string, (...args: unknown[]) => number>;
     hooks = {
       setCopyDelayUs: (us) => void call.fake_cuda_set_copy_delay_us!(us),
       copyCount: () => call.fake_cuda_copy_count!(),
       liveDeviceAllocations: () => call.fake_cuda_live_device_allocations!(),
+      lastLaunch: () => {
+        const dims = new Uint32Array(8);
+        const params = new Uint8Array(4096);
+        const bytes = call.fake_cuda_last_launch!(dims, params, params.length);
+        if (bytes < 0) return null;
+        return {
+          grid: [dims[0]!, dims[1]!, dims[2]!],
+          block: [dims[3]!, dims[4]!, dims[5]!],
+          sharedBytes: dims[6]!,
+          paramCount: dims[7]!,
+          params: params.slice(0, bytes),
+          stream: call.fake_cuda_last_launch_stream!(),
+        };
+      },
     };
   } catch {
     hooks = null; // a real driver: no hooks

@@ -4,11 +4,15 @@
  * @module
  */
 
-import type { BlockHolder } from "../gpu/block.ts";
+import { BlockHolder } from "../gpu/block.ts";
 import { type Device, deviceName } from "../gpu/device.ts";
+import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import type { DType, TypedArray } from "./dtype.ts";
-import { MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { library } from "../ffi/library.ts";
+import { frozenShape } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
+import { DTYPE_SIZE, isDType } from "./dtype.ts";
 
 /**
  * @internal The block holder of a DeviceTensor, for copies that read it
@@ -111,6 +115,27 @@ export class DeviceTensor {
     this.#holder = holder;
   }
 
+  /**
+   * A new tensor of `shape` and `dtype` on `device` ("cuda" is the current
+   * device), in a device block of its own, with undefined contents: for
+   * kernels to write (see `Module` and `Kernel`). Freed like any DeviceTensor, by
+   * dispose() or, as a backstop, garbage collection. Returns once the memory
+   * may be used from any stream of the device.
+   *
+   * @example
+   * ```ts
+   * using out = DeviceTensor.empty([4, 3], "float32", "cuda:0"); // 48 bytes on cuda:0
+   * ```
+   */
+  static empty(shape: readonly number[], dtype: DType, device: Device | number): DeviceTensor {
+    return allocate("empty", shape, dtype, device, false);
+  }
+
+  /** Like {@link DeviceTensor.empty}, with every byte zero. */
+  static zeros(shape: readonly number[], dtype: DType, device: Device | number): DeviceTensor {
+    return allocate("zeros", shape, dtype, device, true);
+  }
+
   /** True after dispose(). */
   get disposed(): boolean {
     return this.#disposed;
@@ -164,6 +189,33 @@ export class DeviceTensor {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** DeviceTensor.empty and zeros: checks, then a block of the tensor's own. */
+function allocate(what: string, shape: readonly number[], dtype: DType, device: Device | number, zero: boolean): DeviceTensor {
+  const call = `DeviceTensor.${what}`;
+  if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${JSON.stringify(dtype)}`);
+  if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0`);
+  const extents = shape.slice();
+  let count = 1;
+  for (const extent of extents) {
+    if (!Number.isSafeInteger(extent) || extent < 0) {
+      throw invalidArgument(`${call}: invalid shape [${extents.join(", ")}]: extents must be integers >= 0`);
+    }
+    count *= extent;
+  }
+  const bytes = count * DTYPE_SIZE[dtype];
+  if (!Number.isSafeInteger(bytes)) {
+    throw invalidArgument(`${call}: shape [${extents.join(", ")}] of ${dtype} is too large (${bytes} bytes)`);
+  }
+  const { ordinal, block, address } = allocateDeviceBlock(call, device, bytes, zero);
+  let holder: BlockHolder | null = null;
+  if (block !== 0) {
+    holder = new BlockHolder(block); // its own reference; the allocation's goes
+    library().symbols.mtc_block_release(block);
+    holder.acquire();
+  }
+  return new DeviceTensor(address, frozenShape(extents), dtype, ordinal, bytes, block, 0, false, holder);
 }
 
 function asTensor(value: TypedArray | Tensor, shape: readonly number[], dtype: DType): Tensor {

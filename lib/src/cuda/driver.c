@@ -69,6 +69,8 @@ static const symbol_entry symbols[] = {
     OPTIONAL(cuModuleGetFunction),
     OPTIONAL(cuModuleUnload),
     OPTIONAL(cuLaunchKernel),
+    OPTIONAL(cuMemsetD8Async),
+    OPTIONAL(cuModuleLoadDataEx),
 };
 
 static void load_driver(void) {
@@ -145,6 +147,7 @@ static void load_driver(void) {
     table.cuModuleGetFunction = NULL;
     table.cuModuleUnload = NULL;
     table.cuLaunchKernel = NULL;
+    table.cuModuleLoadDataEx = NULL;
   }
 
   mtc_fault_install(&table);

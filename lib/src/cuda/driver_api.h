@@ -44,6 +44,12 @@ enum {
   CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 };
 
+/* JIT options of cuModuleLoadDataEx that libmtc passes (cuda.h's values). */
+typedef enum CUjit_option_enum {
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+} CUjit_option;
+
 typedef struct CUmemLocation_st {
   int type;
   int id;
@@ -138,6 +144,14 @@ typedef struct mtc_cuda_api {
                              unsigned int block_x, unsigned int block_y,
                              unsigned int block_z, unsigned int shared_bytes,
                              CUstream stream, void **params, void **extra);
+  /* Zeroing of mtc_device_block_alloc(MTC_ALLOC_ZERO); NULL when missing. */
+  CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value,
+                              size_t count, CUstream stream);
+  /* mtc_module_load with the JIT compiler's error log; NULL when missing
+   * (or when the module calls above are), and then cuModuleLoadData. */
+  CUresult (*cuModuleLoadDataEx)(CUmodule *module, const void *image,
+                                 unsigned int num_options, CUjit_option *options,
+                                 void **option_values);
 } mtc_cuda_api;
 
 #endif

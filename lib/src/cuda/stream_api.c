@@ -74,6 +74,8 @@ MTC_API mtc_status mtc_stream_synchronize(int32_t device, uint64_t stream) {
     }
   }
   mtc_context_scope_end(&scope);
+  /* Launches the stream has passed give their blocks back (launch.c). */
+  if (status == MTC_OK) mtc_launches_settle(0);
   return status;
 }
 
