@@ -270,3 +270,17 @@ intoTest("strided source Tensors are copied dense into their destinations (packe
   const target = new Tensor(new Float32Array(4), [2, 2], "float32", { strides: [1, 2] });
   assertRejected(() => copyInto({ m: new Float32Array(4) }, { m: target }), ".m", "copyInto writes dense destinations only", [bytesOf(target.data)]);
 });
+
+intoTest("destinations out of address order are checked in full: accepted when apart, refused when they overlap", async () => {
+  const buffers = await startCopy({ x: new Float32Array(4), y: new Float32Array(4) }, "cuda:0") as unknown as Record<string, DeviceTensor>;
+  const source = { a: new Float32Array([1, 2, 3, 4]), b: new Float32Array([5, 6, 7, 8]) };
+  await copyInto(source, { a: buffers.y, b: buffers.x }); // y lies after x: out of order, apart
+  assertEquals(Array.from(buffers.y!.toHost() as Float32Array), [1, 2, 3, 4]);
+  assertEquals(Array.from(buffers.x!.toHost() as Float32Array), [5, 6, 7, 8]);
+  const host = new Float32Array(12);
+  await copyInto(buffers, { x: host.subarray(8, 12), y: host.subarray(0, 4) });
+  assertEquals(Array.from(host), [1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8]);
+  const three = { a: source.a, b: source.b, c: source.a };
+  assertRejected(() => copyInto(three, { a: host.subarray(8, 12), b: host.subarray(0, 4), c: host.subarray(2, 6) }), ".c", "overlaps the destination of .b", [bytesOf(host)]);
+  disposeAll(buffers);
+});

@@ -13,7 +13,7 @@ import { library, requireSymbol } from "../ffi/library.ts";
 import { openScopes } from "../gpu/stream.ts";
 import { releaseDescriptors, takeDescriptors, writeAddresses, writeAddressesOf } from "./describe.ts";
 import { AsyncCopyHandle } from "./handle.ts";
-import { walkInto } from "./into_walk.ts";
+import { type IntoWalk, releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { bindStreams, setLayouts } from "./submit.ts";
@@ -73,8 +73,9 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
   const d = takeDescriptors();
   let record: PlanRecord;
   let target: number;
+  let w: IntoWalk | undefined;
   try {
-    const w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf);
+    w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf);
     const t = w.t;
     target = w.target;
     if (t.count === 0) return new AsyncCopyHandle<D>(null, w.target, destination);
@@ -104,6 +105,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
     }
   } finally {
     releaseDescriptors(d);
+    if (w !== undefined) releaseDestinationWords(w.destinationWords);
   }
   return new AsyncCopyHandle<D>(record, target);
 }

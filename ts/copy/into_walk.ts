@@ -184,6 +184,20 @@ function overlaps(a: Range, b: Range): boolean {
   return a.space === b.space && a.begin < b.end && b.begin < a.end;
 }
 
+/** The destination descriptors of the last copyInto, for the next (null while in use). */
+let spareDestinationWords: Uint32Array | null = null;
+
+function takeDestinationWords(): Uint32Array {
+  const words = spareDestinationWords ?? new Uint32Array(64 * LEAF_WORDS);
+  spareDestinationWords = null;
+  return words;
+}
+
+/** Gives the destination descriptors back once the C library has copied them (mtc_plan_add_leaves_into). */
+export function releaseDestinationWords(words: Uint32Array): void {
+  spareDestinationWords = words;
+}
+
 /**
  * Walks `source` and `destination` together. `pointerOf` reads host
  * addresses now (Bun); null leaves them for a bulk write at submit (Deno).
@@ -193,7 +207,9 @@ export function walkInto(source: unknown, destination: unknown, descriptors: { w
   w.t.root[0] = destination;
   try {
     w.visit(source, destination, null, undefined);
-    checkOverlaps(w.t, w.ranges);
+    // Destinations met in address order, each in the space of the one before
+    // (the results of one copy, reused), cannot overlap: no list, no sort.
+    if (!w.inOrder) checkOverlaps(w.t, destinationRanges(w));
   } catch (e) {
     w.t.dropShares();
     throw e;
@@ -205,11 +221,15 @@ export function walkInto(source: unknown, destination: unknown, descriptors: { w
 class PairWalk {
   readonly t: Traversal;
   readonly nodes: (PathNode | null)[] = [];
-  destinationWords: Uint32Array = new Uint32Array(64 * LEAF_WORDS);
+  destinationWords: Uint32Array = takeDestinationWords();
   readonly destinationViews: (TypedArray | undefined)[] = [];
   target: number | undefined = undefined;
-  readonly ranges: Range[] = [];
-  readonly onPath = new Set<object>();
+  /** Whether every destination so far began at or after the end of the one before, in its space. */
+  inOrder = true;
+  lastSpace: unknown = undefined;
+  lastEnd = 0;
+  /** The containers from the root to here, checked for cycles (a scan: batches are shallow). */
+  readonly onPath: object[] = [];
 
   constructor(descriptors: { words: Uint32Array }, readonly pointerOf: PointerOf | null) {
     this.t = new Traversal(DEVICE_CPU, descriptors);
@@ -222,11 +242,11 @@ class PairWalk {
     if (src !== undefined) return this.leaf(src, s, d, node, key);
     const kind = containerKind(s);
     if (kind === undefined) return; // class instances, Sets, ...: ignored
-    if (this.onPath.has(s)) throw invalidArgument("cycle: this container contains itself", formatPath(node, key));
+    if (this.onPath.includes(s)) throw invalidArgument("cycle: this container contains itself", formatPath(node, key));
     if (containerKind(d) !== kind) {
       throw invalidArgument(`the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} where the source has ${KIND_NAMES[kind]}`, formatPath(node, key));
     }
-    this.onPath.add(s);
+    this.onPath.push(s);
     const here: PathNode = { parent: node, key, kind };
     if (kind === ARRAY) {
       const a = s as unknown[];
@@ -241,7 +261,7 @@ class PairWalk {
       const keys = Object.keys(a);
       for (let k = 0; k < keys.length; k++) this.visit(a[keys[k]!], b[keys[k]!], here, keys[k]);
     }
-    this.onPath.delete(s);
+    this.onPath.pop();
   }
 
   leaf(src: Side, s: object, d: unknown, node: PathNode | null, key: unknown): void {
@@ -279,7 +299,9 @@ class PairWalk {
       const range = rangeOf(dst, i);
       // Host and device memory never overlap: only a pair on one device is compared.
       if (src.device === dst.device && overlaps(range, rangeOf(src, i))) throw invalidArgument("the destination overlaps the leaf itself", path());
-      this.ranges.push(range);
+      if (range.space !== this.lastSpace || range.begin < this.lastEnd) this.inOrder = this.lastSpace === undefined;
+      this.lastSpace = range.space;
+      this.lastEnd = range.end;
     }
   }
 
@@ -304,6 +326,25 @@ function typeName(v: unknown): string {
   if (v === null) return "null";
   if (typeof v !== "object") return typeof v;
   return (v as object).constructor?.name ?? "object";
+}
+
+/** Every destination's range, from what the walk kept (its views and descriptors), for the full check. */
+function destinationRanges(w: PairWalk): Range[] {
+  const ranges: Range[] = [];
+  const words = w.destinationWords;
+  for (let i = 0; i < w.t.count; i++) {
+    const at = i * LEAF_WORDS;
+    const bytes = words[at + 2]! + words[at + 3]! * TWO_32;
+    if (bytes === 0) continue;
+    const view = w.destinationViews[i];
+    if (view !== undefined) {
+      ranges.push({ space: view.buffer, begin: view.byteOffset, end: view.byteOffset + view.byteLength, leaf: i });
+    } else {
+      const begin = words[at]! + words[at + 1]! * TWO_32;
+      ranges.push({ space: words[at + 6]! | 0, begin, end: begin + bytes, leaf: i });
+    }
+  }
+  return ranges;
 }
 
 /** No two destinations may share a byte: sorted by start, each must begin after the furthest end before it. */
