@@ -24,22 +24,10 @@
  * @module
  */
 
-/** Neutral parameter kinds. */
-export type ArgKind = "ptr" | "buffer" | "i32" | "u32" | "i64" | "u64";
-/** Neutral result kinds. */
-export type ResultKind = "ptr" | "i32" | "u32" | "i64" | "u64" | "cstring" | "void";
+import { kernelSymbols } from "./kernel_symbols.ts";
+import type { ArgKind, SymbolSpec } from "./spec.ts";
 
-/** One C function. */
-export interface SymbolSpec {
-  readonly args: readonly ArgKind[];
-  readonly result: ResultKind;
-  /** The C symbol, when it differs from the table key. */
-  readonly name?: string;
-  /** Bind as a call on a runtime thread returning a Promise (Deno). */
-  readonly nonblocking?: boolean;
-  /** The library may lack it (added after 0.1.0); the entry is then left out. */
-  readonly optional?: boolean;
-}
+export type { ArgKind, ResultKind, SymbolSpec } from "./spec.ts";
 
 /** The version of the ABI these bindings were written for (MTC_VERSION_NUMBER). */
 export const EXPECTED_VERSION_NUMBER = 100; // 0.1.0
@@ -343,54 +331,8 @@ export const symbols = {
   },
   mtc_dlpack_delete: { optional: true, args: ["ptr" /* DLManagedTensorVersioned *t */], result: "void" },
 
-  // ------------------------------------------- device memory and kernels
-  mtc_device_block_alloc: {
-    optional: true,
-    args: [
-      "i32", /* int32_t device */
-      "u64", /* uint64_t bytes */
-      "u32", /* uint32_t flags */
-      "buffer", /* mtc_block **out_block */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_module_load: {
-    optional: true,
-    args: [
-      "i32", /* int32_t device */
-      "buffer", /* const void *image */
-      "u64", /* uint64_t bytes */
-      "buffer", /* mtc_module **out_module */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_module_unload: { optional: true, args: ["ptr" /* mtc_module *module */], result: "void" },
-  mtc_module_get_function: {
-    optional: true,
-    args: [
-      "ptr", /* mtc_module *module */
-      "buffer", /* const char *name */
-      "buffer", /* uint64_t *out_function */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_kernel_launch: {
-    optional: true,
-    args: [
-      "ptr", /* mtc_module *module */
-      "u64", /* uint64_t function */
-      "u64", /* uint64_t stream */
-      "buffer", /* const uint32_t *dims */
-      "buffer", /* const void *params */
-      "u64", /* uint64_t params_bytes */
-      "buffer", /* const uint32_t *param_offsets */
-      "u32", /* uint32_t param_count */
-      "buffer", /* mtc_block *const *blocks */
-      "u32", /* uint32_t block_count */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_launches_settle: { optional: true, args: ["i32" /* int32_t wait */], result: "u32" /* uint32_t */ },
+  // device memory and kernels (kernel_symbols.ts)
+  ...kernelSymbols,
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */
