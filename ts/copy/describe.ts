@@ -15,7 +15,7 @@ import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } fr
 import { invalidArgument } from "../base/errors.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
-import { layoutProblem, layoutSpan, MAX_STRIDED_RANK } from "../tensor/strides.ts";
+import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { formatPath } from "./path.ts";
 import type { Descriptors, Frame, Traversal } from "./traversal.ts";
 
@@ -156,17 +156,8 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   }
   const problem = layoutProblem(shape, elements, strides, offset, Math.floor(data.byteLength / elementSize));
   if (problem !== null) throw leafError(parent, key, problem);
-  // Dimensions of extent 1 never move the read: left out, so that up to 8 others fit.
-  const extents: number[] = [];
-  const byteStrides: number[] = [];
-  for (let d = 0; d < shape.length; d++) {
-    if (shape[d] === 1) continue;
-    extents.push(shape[d]!);
-    byteStrides.push(strides[d]! * elementSize);
-  }
-  if (extents.length > MAX_STRIDED_RANK) {
-    throw leafError(parent, key, `a strided Tensor may have at most ${MAX_STRIDED_RANK} dimensions of extent > 1; this one has ${extents.length}`);
-  }
+  const layout = byteLayout(shape, strides, elementSize);
+  if (typeof layout === "string") throw leafError(parent, key, layout);
   const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
   const [begin, end] = elements === 0 ? [offset, offset] : layoutSpan(shape, strides, offset);
   let view = (data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray;
@@ -176,7 +167,7 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   t.leaves.push(leaf);
   t.views.push(view);
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
-  if (bytes > 0 && extents.length > 0) (t.layouts ??= []).push({ index: i, shape: extents, byteStrides });
+  if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
   if (t.outputs !== null) {
     const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
     t.outputs.push(output);

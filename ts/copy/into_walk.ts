@@ -15,7 +15,7 @@ import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
-import { layoutProblem, layoutSpan, MAX_STRIDED_RANK } from "../tensor/strides.ts";
+import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
 import type { PointerOf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
@@ -98,20 +98,12 @@ function stridedSource(v: Tensor, data: TypedArray, shape: readonly number[], el
   const elementSize = DTYPE_SIZE[v.dtype];
   const problem = layoutProblem(shape, elements, strides, v.offset, Math.floor(data.byteLength / elementSize));
   if (problem !== null) throw invalidArgument(problem, formatPath(node, key));
-  const extents: number[] = [];
-  const byteStrides: number[] = [];
-  for (let d = 0; d < shape.length; d++) {
-    if (shape[d] === 1) continue;
-    extents.push(shape[d]!);
-    byteStrides.push(strides[d]! * elementSize);
-  }
-  if (extents.length > MAX_STRIDED_RANK) {
-    throw invalidArgument(`a strided Tensor may have at most ${MAX_STRIDED_RANK} dimensions of extent > 1; this one has ${extents.length}`, formatPath(node, key));
-  }
+  const byteView = byteLayout(shape, strides, elementSize);
+  if (typeof byteView === "string") throw invalidArgument(byteView, formatPath(node, key));
   const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
   const [begin, end] = elements === 0 ? [v.offset, v.offset] : layoutSpan(shape, strides, v.offset);
   const view = fixed((data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray);
-  const layout = extents.length > 0 ? { shape: extents, byteStrides } : undefined;
+  const layout = byteView.shape.length > 0 ? byteView : undefined;
   return { view, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: elements * elementSize, layout };
 }
 

@@ -94,3 +94,27 @@ export function layoutSpan(shape: readonly number[], strides: readonly number[],
   for (let d = 0; d < shape.length; d++) last += (shape[d]! - 1) * strides[d]!;
   return [offset, last + 1];
 }
+
+/**
+ * A layout as the C library takes it (mtc_leaf_layout): dimensions of
+ * extent 1 left out, since they never move the read (so up to
+ * MAX_STRIDED_RANK others fit), and strides in bytes. A string says why it
+ * does not fit.
+ */
+export function byteLayout(
+  shape: readonly number[],
+  strides: readonly number[],
+  elementSize: number,
+): { shape: number[]; byteStrides: number[] } | string {
+  const extents: number[] = [];
+  const byteStrides: number[] = [];
+  for (let d = 0; d < shape.length; d++) {
+    if (shape[d] === 1) continue;
+    extents.push(shape[d]!);
+    byteStrides.push(strides[d]! * elementSize);
+  }
+  if (extents.length > MAX_STRIDED_RANK) {
+    return `a strided Tensor may have at most ${MAX_STRIDED_RANK} dimensions of extent > 1; this one has ${extents.length}`;
+  }
+  return { shape: extents, byteStrides };
+}
