@@ -45,6 +45,20 @@ mtc_status mtc_to_device_leaf_at(mtc_transfer *t, mtc_device *target,
  * receives each chunk's block. Leaves *done at 0, having enqueued nothing,
  * when the path does not apply: too few leaves, no kernels, or no peer
  * access between the pair. */
+/* Where the gather kernel writes packed leaf `leaf` (context: the caller's). */
+typedef uint64_t (*mtc_destination_fn)(const mtc_plan *plan, uint64_t leaf,
+                                       const void *context);
+
+/* Launches the segment-copy kernel on `source`'s copy stream over the packed
+ * leaves of the chunks whose source is source_ordinal (`leaves` of them),
+ * each written to destination(plan, leaf, context): one launch per pinned
+ * table, each table within the plan's largest staging buffer. */
+mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
+                             int32_t source_ordinal,
+                             const mtc_chunk_members *members, uint64_t leaves,
+                             mtc_destination_fn destination,
+                             const void *context);
+
 mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
                              const mtc_chunk_members *members,
                              mtc_block **chunk_blocks, int *done);

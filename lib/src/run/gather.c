@@ -23,6 +23,56 @@
  * it one DMA per leaf costs no more than one launch. */
 #define MTC_GATHER_MIN_LEAVES 2
 
+/* Where packed leaf `leaf` lands: its place in its chunk's output block. */
+static uint64_t chunk_destination(const mtc_plan *plan, uint64_t leaf,
+                                  const void *context) {
+  mtc_block *const *chunk_blocks = context;
+  const mtc_placement *place = &plan->layout.placements[leaf];
+  return chunk_blocks[place->chunk]->address + place->offset;
+}
+
+mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
+                             int32_t source_ordinal,
+                             const mtc_chunk_members *members, uint64_t leaves,
+                             mtc_destination_fn destination,
+                             const void *context) {
+  mtc_plan *plan = t->plan;
+  const mtc_layout *layout = &plan->layout;
+  /* The segment tables: pinned, read by the kernel, returned with the
+   * plan's staging once the copy has completed. One launch per table; a
+   * table takes at most the plan's largest staging buffer. */
+  uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
+  if (per_table > UINT32_MAX) per_table = UINT32_MAX;
+  mtc_segment *table = NULL;
+  uint64_t n = 0, left = leaves;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device != source_ordinal) continue;
+    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      if (table == NULL) {
+        uint64_t size = left < per_table ? left : per_table;
+        mtc_pinned_buffer buffer;
+        mtc_status status = mtc_transfer_acquire_staging(
+            t, source, (size_t)size * sizeof(mtc_segment), &buffer);
+        if (status != MTC_OK) return status;
+        table = buffer.ptr;
+      }
+      uint64_t leaf = members->leaves[m];
+      table[n].src = plan->leaves[leaf].address;
+      table[n].dst = destination(plan, leaf, context);
+      table[n].bytes = plan->leaves[leaf].bytes;
+      left--;
+      if (++n == per_table || left == 0) {
+        t->stats->copies_issued++;
+        mtc_status status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
+        if (status != MTC_OK) return status;
+        table = NULL;
+        n = 0;
+      }
+    }
+  }
+  return MTC_OK;
+}
+
 /* Gathers every packed leaf of one source device with one kernel launch on
  * the source's copy stream: into pinned host blocks (target host), or into
  * device blocks of the target (pushed over peer access). Leaves *done at 0,
@@ -93,37 +143,9 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
   status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
 
-  /* The segment tables: pinned, read by the kernel, returned with the
-   * plan's staging once the copy has completed. One launch per table; a
-   * table takes at most the plan's largest staging buffer. */
-  uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
-  mtc_pinned_buffer table_buffer = {0};
-  mtc_segment *table = NULL;
-  uint64_t n = 0, left = leaves;
-  for (size_t c = 0; c < layout->chunk_count; c++) {
-    if (layout->chunks[c].source_device != source_ordinal) continue;
-    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
-      if (table == NULL) {
-        uint64_t size = left < per_table ? left : per_table;
-        status = mtc_transfer_acquire_staging(t, source, (size_t)size * sizeof(mtc_segment),
-                                              &table_buffer);
-        if (status != MTC_OK) return status;
-        table = table_buffer.ptr;
-      }
-      uint64_t leaf = members->leaves[m];
-      table[n].src = plan->leaves[leaf].address;
-      table[n].dst = chunk_blocks[c]->address + layout->placements[leaf].offset;
-      table[n].bytes = plan->leaves[leaf].bytes;
-      left--;
-      if (++n == per_table || left == 0) {
-        t->stats->copies_issued++;
-        status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
-        if (status != MTC_OK) return status;
-        table = NULL;
-        n = 0;
-      }
-    }
-  }
+  status = mtc_gather_launch(t, source, source_ordinal, members, leaves,
+                             chunk_destination, chunk_blocks);
+  if (status != MTC_OK) return status;
   if (target == NULL) mtc_transfer_note_path(t, MTC_PATH_GATHER_KERNEL);
   return MTC_OK;
 }

@@ -35,6 +35,13 @@ static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
   return plan->destinations[leaf].address;
 }
 
+/* The same, in the form mtc_gather_launch takes. */
+static uint64_t into_destination(const mtc_plan *plan, uint64_t leaf,
+                                 const void *context) {
+  (void)context;
+  return destination_of(plan, leaf);
+}
+
 /* Enters the target: copies on its stream write destinations only after
  * the caller's work queued there before submit. */
 static mtc_status enter_target(mtc_transfer *t, mtc_device **target) {
@@ -178,37 +185,8 @@ static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
 
-  /* Pinned tables, one launch each, each within a staging buffer. */
-  uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
-  if (per_table > UINT32_MAX) per_table = UINT32_MAX;
-  mtc_segment *table = NULL;
-  uint64_t n = 0, left = leaves;
-  for (size_t c = 0; c < layout->chunk_count; c++) {
-    if (layout->chunks[c].source_device != source_ordinal) continue;
-    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
-      if (table == NULL) {
-        uint64_t size = left < per_table ? left : per_table;
-        mtc_pinned_buffer buffer;
-        status = mtc_transfer_acquire_staging(t, source, (size_t)size * sizeof(mtc_segment),
-                                              &buffer);
-        if (status != MTC_OK) return status;
-        table = buffer.ptr;
-      }
-      uint64_t leaf = members->leaves[m];
-      table[n].src = plan->leaves[leaf].address;
-      table[n].dst = destination_of(plan, leaf);
-      table[n].bytes = plan->leaves[leaf].bytes;
-      left--;
-      if (++n == per_table || left == 0) {
-        t->stats->copies_issued++;
-        status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
-        if (status != MTC_OK) return status;
-        table = NULL;
-        n = 0;
-      }
-    }
-  }
-  return MTC_OK;
+  return mtc_gather_launch(t, source, source_ordinal, members, leaves,
+                           into_destination, NULL);
 }
 
 /* Host leaves bound for host destinations, staged straight into them. */
