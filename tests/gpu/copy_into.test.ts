@@ -58,17 +58,19 @@ for (const packed of [true, false]) {
   });
 }
 
-gpuTest("copyInto: packed host leaves take one DMA and one scatter launch", async () => {
-  const source = { a: new Int32Array([1, 2, 3]), b: new Float64Array([4, 5]), c: new Uint8Array([6]) };
-  const buffers = await startCopy({ a: new Int32Array(3), b: new Float64Array(2), c: new Uint8Array(1) }, DEVICE);
-  const h = copyInto(source, buffers);
-  await h;
-  assertSame(h.stats().copiesIssued, hasKernels() ? 2 : 3, "a DMA and the scatter launch (without kernels: a DMA a leaf)");
-  assertEquals(Array.from(buffers.a.toHost() as Int32Array), [1, 2, 3]);
-  assertEquals(Array.from(buffers.b.toHost() as Float64Array), [4, 5]);
-  assertEquals(Array.from(buffers.c.toHost() as Uint8Array), [6]);
-  h.dispose();
-  disposeAll(buffers);
+gpuTest("copyInto: packed host leaves take one scatter launch (a small chunk, read in pinned staging) or one DMA and one launch (over 64 KiB)", async () => {
+  for (const [n, issued] of [[[3, 2, 1], 1], [[12_000, 6_000, 1], 2]] as const) {
+    const source = { a: Int32Array.from({ length: n[0] }, (_, i) => i + 1), b: Float64Array.from({ length: n[1] }, (_, i) => i / 2), c: new Uint8Array(n[2]).fill(6) };
+    const buffers = await startCopy({ a: new Int32Array(n[0]), b: new Float64Array(n[1]), c: new Uint8Array(n[2]) }, DEVICE);
+    const h = copyInto(source, buffers);
+    await h;
+    assertSame(h.stats().copiesIssued, hasKernels() ? issued : 3, "the scatter launch, after a DMA for the larger chunk (without kernels: a DMA a leaf)");
+    assertEquals(Array.from(buffers.a.toHost() as Int32Array), Array.from(source.a));
+    assertEquals(Array.from(buffers.b.toHost() as Float64Array), Array.from(source.b));
+    assertEquals(Array.from(buffers.c.toHost() as Uint8Array), Array.from(source.c));
+    h.dispose();
+    disposeAll(buffers);
+  }
 });
 
 gpuTest("copyInto on a stream: writes after the kernel still using the buffers, and the stream sees the copy", async () => {

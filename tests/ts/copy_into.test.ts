@@ -134,21 +134,29 @@ intoTest("host -> host, and mixed sources (host and cuda:1) into cuda:0", async 
   disposeAll([half, buffers]);
 });
 
-intoTest("packed host leaves reach the GPU with one DMA and one scatter kernel, no new allocation kept", async () => {
-  const source = { a: new Int32Array([1, 2, 3]), b: new Float64Array([4, 5]), c: new Uint8Array([6]) };
-  const buffers = await startCopy({ a: new Int32Array(3), b: new Float64Array(2), c: new Uint8Array(1) }, "cuda:0");
+intoTest("packed host leaves: a small chunk is one scatter launch reading pinned staging; a larger one, or pageable staging, one DMA and one launch; no allocation kept", async () => {
   const fake = fakeDriver()!;
-  const allocations = fake.liveDeviceAllocations();
-  const copies = fake.copyCount();
-  const h = copyInto(source, buffers);
-  await h;
-  assertSame(fake.copyCount() - copies, 1, "one DMA");
-  assertSame(h.stats().copiesIssued, 2, "the DMA and the scatter launch");
-  h.dispose(); // the scratch block goes with the plan
-  assertSame(fake.liveDeviceAllocations(), allocations);
-  assertEquals(Array.from(buffers.a.toHost() as Int32Array), [1, 2, 3]);
-  assertEquals(Array.from(buffers.b.toHost() as Float64Array), [4, 5]);
-  disposeAll(buffers);
+  const cases = [
+    { name: "small, pinned", n: [3, 2, 1], options: {}, dmas: 0, issued: 1 },
+    { name: "small, pageable staging", n: [3, 2, 1], options: { usePinnedStaging: false }, dmas: 1, issued: 2 },
+    { name: "over 64 KiB, pinned", n: [12_000, 6_000, 1], options: {}, dmas: 1, issued: 2 },
+  ];
+  for (const { name, n, options, dmas, issued } of cases) {
+    const source = { a: Int32Array.from({ length: n[0]! }, (_, i) => i + 1), b: Float64Array.from({ length: n[1]! }, (_, i) => i / 2), c: new Uint8Array(n[2]!).fill(6) };
+    const buffers = await startCopy({ a: new Int32Array(n[0]!), b: new Float64Array(n[1]!), c: new Uint8Array(n[2]!) }, "cuda:0");
+    const allocations = fake.liveDeviceAllocations();
+    const copies = fake.copyCount();
+    const h = copyInto(source, buffers, options);
+    await h;
+    assertSame(fake.copyCount() - copies, dmas, `${name}: DMAs`);
+    assertSame(h.stats().copiesIssued, issued, `${name}: operations (the DMA if any, and the scatter launch)`);
+    h.dispose(); // a scratch block goes with the plan
+    assertSame(fake.liveDeviceAllocations(), allocations, `${name}: no allocation kept`);
+    assertEquals(bytesOf(buffers.a.toHost() as Int32Array), bytesOf(source.a), `${name}: a`);
+    assertEquals(bytesOf(buffers.b.toHost() as Float64Array), bytesOf(source.b), `${name}: b`);
+    assertEquals(bytesOf(buffers.c.toHost() as Uint8Array), bytesOf(source.c), `${name}: c`);
+    disposeAll(buffers);
+  }
 });
 
 intoTest("destinations and sources stay alive until the copy is over", async () => {

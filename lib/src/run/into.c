@@ -31,6 +31,13 @@
  * than one copy each. */
 #define MTC_INTO_KERNEL_MIN_LEAVES 2
 
+/* A staged chunk (with its table) up to this size is read by the scatter
+ * kernel where it lies, in pinned memory, which is device-addressable under
+ * unified addressing: no scratch block and no DMA before the launch, which
+ * for a decode step's few KiB cost more than the reads over PCIe. Larger
+ * chunks go over by DMA first, at the bus's full rate. */
+#define MTC_INTO_DIRECT_MAX_BYTES ((uint64_t)64 << 10)
+
 static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
   return plan->destinations[leaf].address;
 }
@@ -68,7 +75,8 @@ static mtc_status host_staging(mtc_transfer *t, mtc_device *target,
 }
 
 /* Host chunk c into the target's destinations: staged with its scatter
- * table behind the leaves, one DMA, one scatter launch. Without kernels,
+ * table behind the leaves, one DMA into a scratch block, one scatter launch
+ * (a small chunk in pinned staging: the launch alone). Without kernels,
  * for a single leaf, or when the table does not fit a staging buffer: one
  * DMA a leaf out of the staged chunk. */
 static mtc_status scatter_chunk(mtc_transfer *t, size_t c,
@@ -109,6 +117,11 @@ static mtc_status scatter_chunk(mtc_transfer *t, size_t c,
     table[k].src = plan->layout.placements[leaf].offset;
     table[k].dst = destination_of(plan, leaf);
     table[k].bytes = plan->leaves[leaf].bytes;
+  }
+  if (plan->options.use_pinned_staging && total <= MTC_INTO_DIRECT_MAX_BYTES) {
+    t->stats->copies_issued++;
+    return mtc_kernels_scatter_segments(target, target->stream, (uint64_t)(uintptr_t)staged,
+                                        table_offset, table, (uint32_t)count);
   }
   mtc_block *scratch;
   status = mtc_block_new_device(target, total, &scratch);
