@@ -823,9 +823,11 @@ enum { MTC_RESULT_INTO = 4u };
  *
  * How each direction runs:
  *  - host -> device: packed leaves are staged into pinned memory together
- *    with a table of where each goes, copied with one DMA a chunk into a
- *    scratch block of the target, and placed by one scatter kernel a chunk
- *    (without kernels, one DMA a leaf from the staging); large leaves are
+ *    with a table of where each goes and placed by one scatter kernel a
+ *    chunk: a chunk of up to 64 KiB (with its table) read where it lies in
+ *    pinned staging, a larger one (or one staged in pageable memory) after
+ *    one DMA into a scratch block of the target (without kernels, one DMA a
+ *    leaf from the staging); large leaves are
  *    streamed through pinned pieces straight into their destination.
  *  - device -> the same device: the packed leaves by one kernel launch
  *    writing every destination (without kernels one copy a leaf), large
