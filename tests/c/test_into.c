@@ -237,6 +237,36 @@ static void test_errors(void) {
   mtc_plan_release(plan);
 }
 
+/* A strided source's own span is its layout's reach, not its bytes: a
+ * broadcast leaf (stride 0) reaches one element, so a destination right
+ * after that element is apart from it; a step slice reaches past its bytes,
+ * so a destination inside that reach overlaps it. */
+static void test_strided_source_overlap(void) {
+  uint32_t buffer[16];
+  for (uint32_t k = 0; k < 16; k++) buffer[k] = 100 + k;
+  mtc_leaf_layout broadcast = {sizeof(mtc_leaf_layout), 1, {8}, {0}};
+  mtc_leaf leaf = make_leaf(host_address(buffer), 32, 4, MTC_DEVICE_CPU);
+  mtc_leaf dst = make_leaf(host_address(buffer + 1), 32, 4, MTC_DEVICE_CPU);
+  mtc_plan *plan = NULL;
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &plan));
+  CHECK_OK(mtc_plan_add_leaves_into(plan, &leaf, &dst, 1));
+  CHECK_OK(mtc_plan_set_leaf_layout(plan, 0, &broadcast));
+  CHECK_OK(mtc_plan_submit(plan));
+  CHECK_OK(mtc_plan_wait(plan));
+  for (uint32_t k = 1; k <= 8; k++) CHECK_EQ_U64(buffer[k], 100);
+  mtc_plan_release(plan);
+
+  mtc_leaf_layout step = {sizeof(mtc_leaf_layout), 1, {4}, {8}}; /* elements 0, 2, 4, 6 */
+  leaf.bytes = 16;
+  dst = make_leaf(host_address(buffer + 5), 16, 4, MTC_DEVICE_CPU); /* past 16 bytes, inside the reach */
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &plan));
+  CHECK_OK(mtc_plan_add_leaves_into(plan, &leaf, &dst, 1));
+  CHECK_OK(mtc_plan_set_leaf_layout(plan, 0, &step));
+  CHECK_STATUS(mtc_plan_submit(plan), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_CONTAINS(mtc_last_error(), "overlaps the leaf itself");
+  mtc_plan_release(plan);
+}
+
 /* mtc_plan_stop_reading before a device -> host copy completes: the copy
  * out into the host destinations does not run, and the plan fails. */
 static void test_stop_before_copy_out(void) {
@@ -277,6 +307,7 @@ int main(int argc, char **argv) {
   }
   if (mtc_cuda_device_count(&device_count) != MTC_OK) device_count = 0;
   test_errors();
+  test_strided_source_overlap();
   for (uint32_t background = 0; background < 2; background++) {
     test_to_host(MTC_DEVICE_CPU, background);
     if (device_count < 1) continue;

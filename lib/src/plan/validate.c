@@ -222,8 +222,19 @@ mtc_status mtc_plan_check_destination(const mtc_plan *plan,
   return MTC_OK;
 }
 
-/* The bytes a leaf's source spans (strided host leaves: rows apart). */
-static uint64_t source_extent(const mtc_leaf *leaf) {
+/* The bytes leaf i's source spans from its address: strided rows apart, or
+ * an N-d layout's reach (more than its bytes when sliced or transposed,
+ * fewer when broadcast). */
+static uint64_t source_extent(const mtc_plan *plan, uint64_t i) {
+  const mtc_leaf *leaf = &plan->leaves[i];
+  const mtc_strided *strided = mtc_plan_leaf_strided(plan, i);
+  if (strided != NULL) {
+    uint64_t reach = strided->run_bytes;
+    for (uint32_t d = 0; d < strided->rank; d++) {
+      reach += (strided->shape[d] - 1) * strided->byte_strides[d];
+    }
+    return reach;
+  }
   if (leaf->row_count <= 1) return leaf->bytes;
   uint64_t row_bytes = leaf->bytes / leaf->row_count;
   return leaf->row_pitch * (leaf->row_count - 1) + row_bytes;
@@ -248,7 +259,7 @@ mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
     if (leaf->bytes == 0 || leaf->device != dst[i].device) continue;
-    uint64_t begin = leaf->address, end = leaf->address + source_extent(leaf);
+    uint64_t begin = leaf->address, end = leaf->address + source_extent(plan, i);
     if (dst[i].address < end && begin < dst[i].address + dst[i].bytes) {
       return mtc_plan_fail_submit(plan,
                                   mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
