@@ -39,26 +39,25 @@ mtc_status mtc_host_own_leaf(mtc_transfer *t, const mtc_leaf *leaf,
 mtc_status mtc_to_device_leaf_at(mtc_transfer *t, mtc_device *target,
                                  const mtc_leaf *leaf, CUdeviceptr dst);
 
+/* How many packed leaves the chunks from source device source_ordinal hold. */
+uint64_t mtc_packed_leaves_from(const mtc_layout *layout, int32_t source_ordinal);
+
+/* Launches the segment-copy kernel on `source`'s copy stream over the packed
+ * leaves of the chunks whose source is source_ordinal (`leaves` of them),
+ * each written into its chunk's block in chunk_blocks, or with chunk_blocks
+ * NULL to its destination (mtc_plan_add_leaves_into): one launch per pinned
+ * table, each table within the plan's largest staging buffer. */
+mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
+                             int32_t source_ordinal,
+                             const mtc_chunk_members *members, uint64_t leaves,
+                             mtc_block *const *chunk_blocks);
+
 /* Gathers every packed leaf of one source device with one kernel launch on
  * the source's copy stream: into pinned host blocks (target host), or into
  * device blocks of the target (pushed over peer access); chunk_blocks[c]
  * receives each chunk's block. Leaves *done at 0, having enqueued nothing,
  * when the path does not apply: too few leaves, no kernels, or no peer
  * access between the pair. */
-/* Where the gather kernel writes packed leaf `leaf` (context: the caller's). */
-typedef uint64_t (*mtc_destination_fn)(const mtc_plan *plan, uint64_t leaf,
-                                       const void *context);
-
-/* Launches the segment-copy kernel on `source`'s copy stream over the packed
- * leaves of the chunks whose source is source_ordinal (`leaves` of them),
- * each written to destination(plan, leaf, context): one launch per pinned
- * table, each table within the plan's largest staging buffer. */
-mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
-                             int32_t source_ordinal,
-                             const mtc_chunk_members *members, uint64_t leaves,
-                             mtc_destination_fn destination,
-                             const void *context);
-
 mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
                              const mtc_chunk_members *members,
                              mtc_block **chunk_blocks, int *done);

@@ -23,19 +23,20 @@
  * it one DMA per leaf costs no more than one launch. */
 #define MTC_GATHER_MIN_LEAVES 2
 
-/* Where packed leaf `leaf` lands: its place in its chunk's output block. */
-static uint64_t chunk_destination(const mtc_plan *plan, uint64_t leaf,
-                                  const void *context) {
-  mtc_block *const *chunk_blocks = context;
-  const mtc_placement *place = &plan->layout.placements[leaf];
-  return chunk_blocks[place->chunk]->address + place->offset;
+uint64_t mtc_packed_leaves_from(const mtc_layout *layout, int32_t source_ordinal) {
+  uint64_t leaves = 0;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device == source_ordinal) {
+      leaves += layout->chunks[c].leaf_count;
+    }
+  }
+  return leaves;
 }
 
 mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
                              int32_t source_ordinal,
                              const mtc_chunk_members *members, uint64_t leaves,
-                             mtc_destination_fn destination,
-                             const void *context) {
+                             mtc_block *const *chunk_blocks) {
   mtc_plan *plan = t->plan;
   const mtc_layout *layout = &plan->layout;
   /* The segment tables: pinned, read by the kernel, returned with the
@@ -58,7 +59,10 @@ mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
       }
       uint64_t leaf = members->leaves[m];
       table[n].src = plan->leaves[leaf].address;
-      table[n].dst = destination(plan, leaf, context);
+      const mtc_placement *place = &layout->placements[leaf];
+      table[n].dst = chunk_blocks != NULL
+                         ? chunk_blocks[place->chunk]->address + place->offset
+                         : plan->destinations[leaf].address;
       table[n].bytes = plan->leaves[leaf].bytes;
       left--;
       if (++n == per_table || left == 0) {
@@ -84,12 +88,7 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
   mtc_plan *plan = t->plan;
   const mtc_layout *layout = &plan->layout;
   *done = 0;
-  uint64_t leaves = 0;
-  for (size_t c = 0; c < layout->chunk_count; c++) {
-    if (layout->chunks[c].source_device == source_ordinal) {
-      leaves += layout->chunks[c].leaf_count;
-    }
-  }
+  uint64_t leaves = mtc_packed_leaves_from(layout, source_ordinal);
   if (leaves < MTC_GATHER_MIN_LEAVES || leaves > UINT32_MAX) return MTC_OK;
 
   mtc_device *source, *target = NULL;
@@ -143,8 +142,7 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
   status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
 
-  status = mtc_gather_launch(t, source, source_ordinal, members, leaves,
-                             chunk_destination, chunk_blocks);
+  status = mtc_gather_launch(t, source, source_ordinal, members, leaves, chunk_blocks);
   if (status != MTC_OK) return status;
   if (target == NULL) mtc_transfer_note_path(t, MTC_PATH_GATHER_KERNEL);
   return MTC_OK;

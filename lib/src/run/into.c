@@ -42,13 +42,6 @@ static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
   return plan->destinations[leaf].address;
 }
 
-/* The same, in the form mtc_gather_launch takes. */
-static uint64_t into_destination(const mtc_plan *plan, uint64_t leaf,
-                                 const void *context) {
-  (void)context;
-  return destination_of(plan, leaf);
-}
-
 /* Enters the target: copies on its stream write destinations only after
  * the caller's work queued there before submit. */
 static mtc_status enter_target(mtc_transfer *t, mtc_device **target) {
@@ -180,12 +173,7 @@ static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
   mtc_plan *plan = t->plan;
   const mtc_layout *layout = &plan->layout;
   *done = 0;
-  uint64_t leaves = 0;
-  for (size_t c = 0; c < layout->chunk_count; c++) {
-    if (layout->chunks[c].source_device == source_ordinal) {
-      leaves += layout->chunks[c].leaf_count;
-    }
-  }
+  uint64_t leaves = mtc_packed_leaves_from(layout, source_ordinal);
   if (source_ordinal != plan->target || leaves < MTC_INTO_KERNEL_MIN_LEAVES) return MTC_OK;
   mtc_device *source;
   mtc_status status = mtc_device_get(source_ordinal, &source);
@@ -198,8 +186,7 @@ static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
 
-  return mtc_gather_launch(t, source, source_ordinal, members, leaves,
-                           into_destination, NULL);
+  return mtc_gather_launch(t, source, source_ordinal, members, leaves, NULL);
 }
 
 /* Host leaves bound for host destinations, staged straight into them. */
