@@ -146,6 +146,9 @@ kernelTest("arguments are checked against the declared signature", () => {
   invalid(at(6, 1n), "argument 6 (f64): 1n is not a number");
   invalid(at(0, 3.5), "argument 0 (ptr): 3.5 is no DeviceTensor, device address or null");
   invalid(at(0, new Float32Array(4)), "argument 0 (ptr): Float32Array is no DeviceTensor");
+  // An object shaped like a DeviceTensor names no block the library made: refused, never retained.
+  const lookAlike = { address: t.address, deviceIndex: 0, block: 123, disposed: false };
+  invalid(at(0, lookAlike), "argument 0 (ptr): Object is no DeviceTensor");
   invalid(at(1, t), "argument 1 (i32): DeviceTensor is not an integer");
   invalid(good, "grid y is 0", { grid: [1, 0] });
   invalid(good, "block must be a number or an array of 1 to 3 numbers", { block: [1, 1, 1, 1] });

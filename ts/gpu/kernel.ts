@@ -27,8 +27,6 @@ export interface DevicePointer {
   readonly address: number;
   /** The CUDA ordinal of its memory. */
   readonly deviceIndex: number;
-  /** Its libmtc block (0 for none), held until the stream has passed the launch. */
-  readonly block: number;
   /** True once its memory may have been given back. */
   readonly disposed: boolean;
 }
@@ -39,6 +37,18 @@ export interface DevicePointer {
  * the type's range; for `f32`/`f64`, a number.
  */
 export type KernelArg = DevicePointer | number | bigint | null;
+
+/**
+ * The libmtc block a DeviceTensor holds (0 for none), or undefined for any
+ * other object: set by tensor/device_tensor.ts, which this folder may not
+ * import.
+ */
+let tensorBlock: (value: object) => number | undefined = () => undefined;
+
+/** @internal Called once by tensor/device_tensor.ts. */
+export function setTensorBlockReader(read: (value: object) => number | undefined): void {
+  tensorBlock = read;
+}
 
 /** Where and how wide a launch runs. */
 export interface LaunchOptions {
@@ -284,14 +294,18 @@ function marshal(call: string, type: KernelParam, value: unknown, i: number, out
       out.setBigUint64(at, 0n, true);
       return 0;
     }
-    if (typeof value === "object" && "address" in value && "deviceIndex" in value && "block" in value) {
+    if (typeof value === "object") {
+      // Only a DeviceTensor's own holder names a block to hold: a look-alike
+      // object could carry any number, which C would take for a block.
+      const block = tensorBlock(value);
+      if (block === undefined) throw invalidArgument(`${where}: ${show(value)} is no DeviceTensor, device address or null`);
       const pointer = value as DevicePointer;
       if (pointer.disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${where}: the tensor was disposed`);
       if (pointer.deviceIndex !== device) {
         throw invalidArgument(`${where}: a tensor on ${deviceName(pointer.deviceIndex)}, but the kernel runs on ${deviceName(device)}`);
       }
       out.setBigUint64(at, BigInt(pointer.address), true);
-      return pointer.block;
+      return block;
     }
     const address = asInteger(value);
     if (address === undefined || address < 0n || address > RANGES.u64[1]) {

@@ -7,6 +7,7 @@
 import { BlockHolder } from "../gpu/block.ts";
 import { type Device, deviceName } from "../gpu/device.ts";
 import { allocateDeviceBlock } from "../gpu/device_memory.ts";
+import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library } from "../ffi/library.ts";
@@ -143,6 +144,7 @@ export class DeviceTensor {
 
   static {
     holderOf = (tensor) => tensor.#holder;
+    setTensorBlockReader((value) => value instanceof DeviceTensor ? (value.#holder?.block ?? 0) : undefined);
     constructedDeviceShape = (tensor) => tensor.#shape;
     settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
       const t = tensor as { -readonly [K in "address" | "block" | "offset" | "packed"]: DeviceTensor[K] };
