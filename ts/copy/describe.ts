@@ -168,6 +168,15 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   t.views.push(view);
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
+  return placeResult(t, shape, dtype, bytes, parent, key);
+}
+
+/**
+ * The result of the leaf just listed: for a device target made now (its
+ * address set when the copy is over); for "cpu", where it goes and what it
+ * is, kept for results.ts.
+ */
+function placeResult(t: Traversal, shape: readonly number[], dtype: DType, bytes: number, parent: Frame | null, key: unknown): unknown {
   if (t.outputs !== null) {
     const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
     t.outputs.push(output);
@@ -198,17 +207,7 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
   t.leaves.push(leaf);
   t.views.push(undefined);
   writeLeaf(t, i, leaf.address, bytes, device, DTYPE_SIZE[dtype]);
-  if (t.outputs !== null) {
-    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
-    t.outputs.push(output);
-    return output;
-  }
-  t.nodes.push(parent);
-  t.keys.push(key);
-  t.dtypes.push(dtype);
-  t.shapes.push(shape);
-  t.bytes.push(bytes);
-  return undefined;
+  return placeResult(t, shape, dtype, bytes, parent, key);
 }
 
 /**
