@@ -16,7 +16,7 @@ const std = @import("std");
 /// A new file needs only its folder's list.
 const lib_folders = [_]SourceFolder{
     // the plan's life cycle: create, add, submit, wait, results, release
-    .{ .path = "lib/src/plan", .files = &.{ "create.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "wait.c" } },
+    .{ .path = "lib/src/plan", .files = &.{ "create.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
     // carrying a submitted plan out: background thread, one file per direction
     .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "transfer.c", "transfer_context.c" } },
     // where each leaf goes: reused, packed into a chunk, or its own block
@@ -102,6 +102,7 @@ const device_tests = [_][]const u8{
     "test_pinned_limit",
     "test_strided",
     "test_into",
+    "test_into_rules",
     "test_user_kernels",
 };
 

@@ -340,17 +340,38 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan);
 MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms);
 
 /* Returns MTC_OK when the copy has finished, MTC_IN_PROGRESS while it runs,
- * or the error that stopped it. Never blocks. Undefined: a released plan
- * (the call reads freed memory), and a call that may overlap
- * mtc_plan_release of the same plan. */
+ * or the error that stopped it. Never blocks (except to write host
+ * destinations, below). A copy into host destinations
+ * (mtc_plan_add_leaves_into to MTC_DEVICE_CPU) writes them here, on the
+ * calling thread, in the first poll or wait that finds its device work
+ * over; it has finished only then. Undefined: a released plan (the call
+ * reads freed memory), and a call that may overlap mtc_plan_release of the
+ * same plan. */
 MTC_API mtc_status mtc_plan_poll(mtc_plan *plan);
 
-/* Blocks until the copy has finished (or failed) and returns as poll would.
- * Waits for this copy only, not for other work on the GPU. Safe to call from
- * another thread than the one polling the plan (for example an FFI
- * "nonblocking" call) as long as the plan is not released meanwhile.
+/* Blocks until the copy has finished (or failed) and returns as poll would,
+ * writing host destinations as poll does. Waits for this copy only, not for
+ * other work on the GPU. Safe to call from another thread than the one
+ * polling the plan as long as the plan is not released meanwhile; a
+ * binding whose wait runs on another thread than the one that owns the
+ * host destinations (an FFI "nonblocking" call) uses mtc_plan_wait_device.
  * Undefined: a released plan, and release while this call runs. */
 MTC_API mtc_status mtc_plan_wait(mtc_plan *plan);
+
+/* As mtc_plan_wait, but never writes host destinations: MTC_OK once the
+ * copy's device work is over. A copy into host destinations has then still
+ * to be finished by mtc_plan_poll or mtc_plan_wait on the thread that owns
+ * them (mtc_plan_release drops that write instead). For FFI "nonblocking"
+ * calls, which run on a thread of the runtime's. */
+MTC_API mtc_status mtc_plan_wait_device(mtc_plan *plan);
+
+/* For a plan of copies into host memory: its poll or wait will not write
+ * leaf `leaf`'s destination, because a copy submitted later writes it (a
+ * binding keeps submission order this way when copies are awaited in
+ * another order). Nothing if the destinations were written already.
+ * MTC_ERR_INVALID_ARGUMENT for a leaf outside the plan or a plan that is
+ * not one of copies into host memory. Threads: as mtc_plan_poll. */
+MTC_API mtc_status mtc_plan_skip_copy_out(mtc_plan *plan, uint64_t leaf);
 
 /* Writes results of leaves [first, first + count) to out. Only after poll or
  * wait returned MTC_OK (MTC_ERR_INVALID_STATE before, and for a failed
@@ -810,9 +831,12 @@ enum { MTC_RESULT_INTO = 4u };
  *
  * Each destination must hold exactly the leaf's bytes, have the leaf's
  * element_size, and lie on the plan's target device (device memory of the
- * target, or host memory for MTC_DEVICE_CPU). At submit, destinations that
- * overlap each other, or a destination that overlaps its own leaf, are
- * MTC_ERR_INVALID_ARGUMENT naming the leaf (mtc_plan_error_leaf), before
+ * target, or host memory for MTC_DEVICE_CPU). Aliasing is refused, not
+ * ordered: at submit, a destination that shares a byte with another
+ * destination, with its own leaf, or with any other leaf's source on the
+ * same device (a swap {a: X, b: Y} -> {a: Y, b: X}, a chain X -> Y -> Z,
+ * views into one block) is MTC_ERR_INVALID_ARGUMENT naming the later leaf
+ * (mtc_plan_error_leaf) and, in the message, the other one, before
  * anything is copied; the other checks are made here, and on error no leaf
  * of the call is added.
  *
@@ -835,20 +859,30 @@ enum { MTC_RESULT_INTO = 4u };
  *    (a destination may come from any allocator, which a kernel on the
  *    source device might not reach).
  *  - device -> host: into pinned memory as for mtc_plan_add_leaves (the
- *    gather kernel), then copied out into the destinations by the thread
- *    that sees the copy complete (poll, wait, or a staging request at the
- *    pinned pool's limit); the plan is done only after that.
- *  - host -> host: copied into the destinations at submit.
+ *    gather kernel), then copied into the destinations by the caller's
+ *    mtc_plan_poll or mtc_plan_wait that finds the copy's device work over,
+ *    on the calling thread; the plan is done only after that. Never by
+ *    mtc_plan_release (which drops the write), nor by a library thread or
+ *    another copy's staging request at the pinned pool's limit.
+ *  - host -> host: likewise, copied by that poll or wait (the sources are
+ *    read then).
  *
- * Ordering: with a stream of the caller's set on the target
- * (mtc_plan_set_stream), the copy writes destinations only after the work
- * queued there before submit, so a kernel still reading the previous
- * contents is not overwritten under it; the stream then waits for the copy
- * as for any plan.
+ * Ordering: plans reach the copy streams in the order they were submitted,
+ * whether carried out by the background thread or on the caller's thread,
+ * so two copies into one device destination land in submission order. Two
+ * copies into one host destination land in the order their polls or waits
+ * write them: poll them in submission order, or mark the earlier plan's
+ * leaf with mtc_plan_skip_copy_out. With a stream of the caller's set on
+ * the target (mtc_plan_set_stream), the copy writes destinations only
+ * after the work queued there before submit, so a kernel still reading the
+ * previous contents is not overwritten under it; the stream then waits for
+ * the copy as for any plan.
  *
  * Ownership: the caller keeps the destination memory; it must stay valid,
  * and nobody else may read or write it, until the copy has finished (poll
- * or wait returned MTC_OK, or mtc_plan_release returned). Results
+ * or wait returned MTC_OK, or mtc_plan_release returned). Host
+ * destinations are written only inside the caller's poll or wait, so a
+ * caller that frees one first must release the plan instead of polling it. Results
  * (mtc_plan_results) give each destination's address, MTC_RESULT_INTO and
  * no block. mtc_plan_stop_reading stops the writes into host destinations
  * as well as the reads (a copy that still had to write them fails with

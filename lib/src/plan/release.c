@@ -30,8 +30,10 @@ MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms) {
 MTC_API void mtc_plan_release(mtc_plan *plan) {
   if (plan == NULL) return;
   if (mtc_plan_phase_of(plan) != MTC_PHASE_BUILDING) {
-    /* Copies in flight still read staging and write blocks. */
-    mtc_plan_wait(plan);
+    /* Copies in flight still read staging and write blocks. A copy into
+     * host destinations not written yet is dropped: release never writes
+     * them (it may run at garbage-collection time). */
+    mtc_plan_wait_device(plan);
   }
   mtc_plan_untrack(plan);
   /* A staging request at the pinned pool's limit may be settling it. */
@@ -55,6 +57,8 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   free(plan->strided);
   free(plan->destinations);
   free(plan->copy_out);
+  free(plan->copy_out_leaves);
+  free(plan->copy_out_skip);
   free(plan->streams);
   free(plan->results);
   free(plan->blocks);

@@ -199,6 +199,10 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
     if (mtc_background_enqueue(&plan->background) == 0) return MTC_OK;
     /* No background thread could be started: do the work here. */
   }
+  /* Submission order holds across both paths: plans still queued for the
+   * background thread go first (two copies into one destination land in
+   * the order they were submitted). */
+  mtc_background_drain();
   mtc_plan_stats stats;
   memset(&stats, 0, sizeof stats);
   int64_t failed_leaf;

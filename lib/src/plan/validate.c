@@ -1,9 +1,7 @@
 /* validate.c — what makes a leaf acceptable: checked as leaves are added
  * (its own fields, its destination) and at submit (its device exists on
- * this machine; destinations do not overlap). */
+ * this machine). Overlaps of sources and destinations: overlap.c. */
 #include "plan/validate.h"
-
-#include <stdlib.h>
 
 #include "cuda/driver.h"
 #include "plan/phase.h"
@@ -220,105 +218,4 @@ mtc_status mtc_plan_check_destination(const mtc_plan *plan,
                          i, where, target);
   }
   return MTC_OK;
-}
-
-/* The bytes leaf i's source spans from its address: strided rows apart, or
- * an N-d layout's reach (more than its bytes when sliced or transposed,
- * fewer when broadcast). */
-static uint64_t source_extent(const mtc_plan *plan, uint64_t i) {
-  const mtc_leaf *leaf = &plan->leaves[i];
-  const mtc_strided *strided = mtc_plan_leaf_strided(plan, i);
-  if (strided != NULL) {
-    uint64_t reach = strided->run_bytes;
-    for (uint32_t d = 0; d < strided->rank; d++) {
-      reach += (strided->shape[d] - 1) * strided->byte_strides[d];
-    }
-    return reach;
-  }
-  if (leaf->row_count <= 1) return leaf->bytes;
-  uint64_t row_bytes = leaf->bytes / leaf->row_count;
-  return leaf->row_pitch * (leaf->row_count - 1) + row_bytes;
-}
-
-/* A destination's start, and the leaf it belongs to. */
-typedef struct destination_start {
-  uint64_t address;
-  uint64_t leaf;
-} destination_start;
-
-static int compare_starts(const void *a, const void *b) {
-  const destination_start *x = a, *y = b;
-  if (x->address != y->address) return x->address < y->address ? -1 : 1;
-  /* Equal addresses: the earlier leaf first, so the later one is named. */
-  return x->leaf < y->leaf ? -1 : 1;
-}
-
-mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
-  const mtc_leaf *dst = plan->destinations;
-  if (dst == NULL) return MTC_OK;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes == 0 || leaf->device != dst[i].device) continue;
-    uint64_t begin = leaf->address, end = leaf->address + source_extent(plan, i);
-    if (dst[i].address < end && begin < dst[i].address + dst[i].bytes) {
-      return mtc_plan_fail_submit(plan,
-                                  mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                                                "leaf %llu: its destination "
-                                                "overlaps the leaf itself",
-                                                (unsigned long long)i),
-                                  (int64_t)i);
-    }
-  }
-  /* Destinations laid out in leaf order (the results of one copy, the
-   * usual case) are checked in one pass, without a sort. */
-  uint64_t end = 0;
-  int ordered = 1;
-  for (uint64_t i = 0; i < plan->leaf_count && ordered; i++) {
-    if (dst[i].bytes == 0) continue;
-    if (dst[i].address < end) ordered = 0;
-    end = dst[i].address + dst[i].bytes;
-  }
-  if (ordered) return MTC_OK;
-  /* Destinations all lie on the target: sorted by address, two overlap
-   * when one starts before the end of the one before it. */
-  destination_start *order =
-      malloc((size_t)(plan->leaf_count ? plan->leaf_count : 1) * sizeof *order);
-  if (order == NULL) {
-    return mtc_plan_fail_submit(plan,
-                                mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
-                                              "out of host memory"),
-                                -1);
-  }
-  uint64_t n = 0;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    if (dst[i].bytes > 0) {
-      order[n].address = dst[i].address;
-      order[n++].leaf = i;
-    }
-  }
-  qsort(order, (size_t)n, sizeof *order, compare_starts);
-  mtc_status status = MTC_OK;
-  uint64_t reach = 0, reacher = 0; /* furthest end so far, and whose */
-  for (uint64_t k = 0; k < n; k++) {
-    uint64_t i = order[k].leaf;
-    if (k > 0 && dst[i].address < reach) {
-      uint64_t later = i > reacher ? i : reacher;
-      uint64_t earlier = i > reacher ? reacher : i;
-      status = mtc_plan_fail_submit(
-          plan,
-          mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                        "leaf %llu: its destination overlaps the destination "
-                        "of leaf %llu",
-                        (unsigned long long)later,
-                        (unsigned long long)earlier),
-          (int64_t)later);
-      break;
-    }
-    if (k == 0 || dst[i].address + dst[i].bytes > reach) {
-      reach = dst[i].address + dst[i].bytes;
-      reacher = i;
-    }
-  }
-  free(order);
-  return status;
 }

@@ -28,9 +28,10 @@ mtc_status mtc_plan_check_destination(const mtc_plan *plan,
                                       const mtc_leaf *destination,
                                       uint64_t index);
 
-/* At submit, for a plan of copies into existing memory: no two
- * destinations overlap, nor a destination its own leaf. On failure the plan
- * is failed (mtc_plan_fail_submit) naming the later leaf. */
+/* At submit, for a plan of copies into existing memory (overlap.c): no
+ * destination shares a byte with another destination or with any leaf's
+ * source on the same device (its own or another's). On failure the plan is
+ * failed (mtc_plan_fail_submit) naming the later leaf. */
 mtc_status mtc_plan_check_destinations(mtc_plan *plan);
 
 #endif

@@ -1,12 +1,27 @@
 /* wait.c — learning that a submitted plan is done: poll, wait, and the
  * completion event other GPU work can wait on. A plan is done when its one
  * completion event has completed; its staging then goes back to the pools
- * (run/plan_state.c). */
+ * (run/plan_state.c). A copy into host destinations is written into them
+ * here, by the caller's poll or wait, and nowhere else. */
 #include "base/clock.h"
 #include "base/spin.h"
 #include "cuda/driver.h"
 #include "plan/phase.h"
+#include "run/copy_out.h"
 #include "run/transfer.h"
+
+/* A completed copy into host destinations: writes them now, on the calling
+ * thread (the caller's poll or wait, so the caller knows the moment). Lock
+ * held. */
+static void land_host_destinations_locked(mtc_plan *plan) {
+  if (plan->phase != MTC_PHASE_DONE || plan->copy_out_count == 0) return;
+  mtc_status status = mtc_plan_copy_out(plan);
+  if (status != MTC_OK) {
+    plan->status = status;
+    mtc_plan_record_error_locked(plan, -1);
+    plan->phase = MTC_PHASE_FAILED;
+  }
+}
 
 /* Status for a plan whose phase is settled; lock held. */
 static mtc_status settled_status_locked(const mtc_plan *plan) {
@@ -41,16 +56,19 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
       } else if (r != CUDA_ERROR_NOT_READY) {
         mtc_plan_fail_locked(plan, r, "cuEventQuery");
       }
+      land_host_destinations_locked(plan);
       status = settled_status_locked(plan);
     }
   } else {
+    land_host_destinations_locked(plan);
     status = settled_status_locked(plan);
   }
   pthread_mutex_unlock(&plan->lock);
   return status;
 }
 
-MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
+/* Waits until the copy's device work is over; returns with the lock held. */
+static mtc_status wait_device_locked(mtc_plan *plan) {
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
   }
@@ -93,7 +111,41 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
       mtc_plan_complete_locked(plan);
     }
   }
-  mtc_status status = settled_status_locked(plan);
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
+  mtc_status status = wait_device_locked(plan);
+  if (status != MTC_OK) return status;
+  land_host_destinations_locked(plan);
+  status = settled_status_locked(plan);
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}
+
+MTC_API mtc_status mtc_plan_wait_device(mtc_plan *plan) {
+  mtc_status status = wait_device_locked(plan);
+  if (status != MTC_OK) return status;
+  status = settled_status_locked(plan);
+  pthread_mutex_unlock(&plan->lock);
+  return status;
+}
+
+MTC_API mtc_status mtc_plan_skip_copy_out(mtc_plan *plan, uint64_t leaf) {
+  if (plan == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
+  }
+  pthread_mutex_lock(&plan->lock);
+  mtc_status status = MTC_OK;
+  if (plan->destinations == NULL || plan->target != MTC_DEVICE_CPU ||
+      leaf >= plan->leaf_count) {
+    status = mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "mtc_plan_skip_copy_out: leaf %llu is not a leaf "
+                           "of this plan copied into host memory",
+                           (unsigned long long)leaf);
+  } else {
+    status = mtc_plan_mark_copy_out_skipped(plan, leaf);
+  }
   pthread_mutex_unlock(&plan->lock);
   return status;
 }

@@ -19,6 +19,10 @@ static pthread_cond_t queued = PTHREAD_COND_INITIALIZER;
 static mtc_background_item *head, *tail;
 /* Items in the queue, readable without the lock (for the idle spin). */
 static atomic_size_t queued_count;
+/* Items ever queued, and ever run to the end: a plan submitted on its own
+ * thread waits until every item queued before it has run (drain). */
+static atomic_ulong enqueued_total, finished_total;
+static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
 
 static void *background_main(void *arg) {
   (void)arg;
@@ -45,6 +49,8 @@ static void *background_main(void *arg) {
     /* After run() the item may be freed by its owner: do not touch it. */
     item->run(item);
     pthread_mutex_lock(&lock);
+    atomic_fetch_add_explicit(&finished_total, 1, memory_order_release);
+    pthread_cond_broadcast(&finished);
   }
   return NULL;
 }
@@ -71,7 +77,21 @@ int mtc_background_enqueue(mtc_background_item *item) {
   }
   tail = item;
   atomic_fetch_add_explicit(&queued_count, 1, memory_order_release);
+  atomic_fetch_add_explicit(&enqueued_total, 1, memory_order_release);
   pthread_cond_signal(&queued);
   pthread_mutex_unlock(&lock);
   return 0;
+}
+
+void mtc_background_drain(void) {
+  unsigned long target =
+      atomic_load_explicit(&enqueued_total, memory_order_acquire);
+  if (atomic_load_explicit(&finished_total, memory_order_acquire) >= target) {
+    return; /* the usual case: nothing queued */
+  }
+  pthread_mutex_lock(&lock);
+  while (atomic_load_explicit(&finished_total, memory_order_acquire) < target) {
+    pthread_cond_wait(&finished, &lock);
+  }
+  pthread_mutex_unlock(&lock);
 }

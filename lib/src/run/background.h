@@ -12,4 +12,10 @@ typedef struct mtc_background_item {
  * the thread could not be started (then the caller runs the work itself). */
 int mtc_background_enqueue(mtc_background_item *item);
 
+/* Returns once every item queued before this call has run: a plan carried
+ * out on its caller's thread then reaches the copy streams after the plans
+ * submitted before it, as if they had all gone through the queue. Never
+ * call it from the background thread itself. */
+void mtc_background_drain(void);
+
 #endif

@@ -1,18 +1,40 @@
-/* copy_out.c — copying device -> host leaves of a plan of copies into
- * existing memory out of the pinned blocks they landed in (see
- * copy_out.h). Runs on whichever thread sees the copy complete: poll,
- * wait, or a staging request at the pinned pool's limit settling it. */
+/* copy_out.c — copying an into plan's bytes into its host destinations
+ * (see copy_out.h). */
 #include "run/copy_out.h"
+
+#include <stdlib.h>
 
 mtc_status mtc_plan_copy_out(mtc_plan *plan) {
   if (plan->copy_out_count == 0) return MTC_OK;
-  /* The destinations are the caller's memory: the guard keeps the write
-   * from running once the runtime has begun to free it. */
+  /* Leaves a later copy supersedes are dropped from the list first. */
+  size_t n = plan->copy_out_count;
+  if (plan->copy_out_skip != NULL) {
+    size_t kept = 0;
+    for (size_t k = 0; k < plan->copy_out_count; k++) {
+      if (plan->copy_out_skip[plan->copy_out_leaves[k]]) continue;
+      plan->copy_out[kept] = plan->copy_out[k];
+      plan->copy_out_leaves[kept++] = plan->copy_out_leaves[k];
+    }
+    n = kept;
+  }
+  plan->copy_out_count = 0;
+  if (n == 0) return MTC_OK;
+  /* The destinations (and host sources) are the caller's memory: the guard
+   * keeps the copy from running once the runtime has begun to free it. */
   mtc_status status = mtc_plan_read_begin(plan);
   if (status != MTC_OK) return status;
-  mtc_stage_copy(plan->copy_out, plan->copy_out_count,
-                 plan->options.staging_threads);
+  mtc_stage_copy(plan->copy_out, n, plan->options.staging_threads);
   mtc_plan_read_end(plan);
-  plan->copy_out_count = 0;
+  return MTC_OK;
+}
+
+mtc_status mtc_plan_mark_copy_out_skipped(mtc_plan *plan, uint64_t leaf) {
+  if (plan->copy_out_skip == NULL) {
+    plan->copy_out_skip = calloc((size_t)plan->leaf_count, 1);
+    if (plan->copy_out_skip == NULL) {
+      return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+  }
+  plan->copy_out_skip[leaf] = 1;
   return MTC_OK;
 }

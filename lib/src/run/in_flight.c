@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "cuda/driver.h"
-#include "run/copy_out.h"
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtc_plan *oldest, *newest;
@@ -59,15 +58,10 @@ void mtc_transfer_return_staging(mtc_plan *plan) {
 
 void mtc_plan_complete_locked(mtc_plan *plan) {
   if (plan->phase != MTC_PHASE_IN_FLIGHT) return;
-  /* Copies into host destinations end here, on this thread. */
-  mtc_status status = mtc_plan_copy_out(plan);
+  /* Copies into host destinations are not written here: this may be
+   * another copy's thread settling plans at the pinned pool's limit. The
+   * caller's own poll or wait writes them (plan/wait.c). */
   mtc_transfer_return_staging(plan);
-  if (status != MTC_OK) {
-    plan->status = status;
-    mtc_plan_record_error_locked(plan, -1);
-    plan->phase = MTC_PHASE_FAILED;
-    return;
-  }
   plan->phase = MTC_PHASE_DONE;
 }
 

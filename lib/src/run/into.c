@@ -12,9 +12,10 @@
  *                     leaves of another device and all without kernels one
  *                     copy each (peer copies between devices)
  *   device -> host    as for new outputs (gather kernel into pinned
- *                     blocks), then copied out into the destinations once
- *                     the copy has completed (copy_out.c)
- *   host -> host      staged straight into the destinations
+ *                     blocks), then copied out into the destinations by
+ *                     the caller's poll or wait that finds the copy
+ *                     complete (copy_out.c)
+ *   host -> host      copied into the destinations by that poll or wait
  *
  * Every copy that writes device destinations runs after the work queued on
  * the caller's stream of the target before submit (submit.c records that
@@ -189,45 +190,40 @@ static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
   return mtc_gather_launch(t, source, source_ordinal, members, leaves, NULL);
 }
 
-/* Host leaves bound for host destinations, staged straight into them. */
-static mtc_status host_to_host(mtc_transfer *t) {
-  mtc_plan *plan = t->plan;
-  mtc_stage_segment *segments =
-      malloc((size_t)(plan->leaf_count ? plan->leaf_count : 1) * sizeof *segments);
-  if (segments == NULL) return mtc_out_of_host_memory();
-  size_t n = 0;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes == 0 || leaf->device != MTC_DEVICE_CPU) continue;
-    segments[n++] = mtc_leaf_segment(plan, leaf, (unsigned char *)(uintptr_t)destination_of(plan, i));
-  }
-  mtc_status status = n > 0 ? mtc_transfer_stage(t, segments, n) : MTC_OK;
-  free(segments);
-  return status;
-}
-
-/* Device leaves bound for host destinations: where each landed in the
- * pinned blocks, to be copied out once the copy has completed. */
+/* Every leaf bound for a host destination: what the caller's poll or wait
+ * copies into it once the copy has completed (copy_out.c). Device leaves
+ * come out of the pinned blocks they landed in; host leaves are read from
+ * their own memory then, so no host destination is written on a library
+ * thread, at a moment the caller cannot know. */
 static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
                                 mtc_block **own_blocks) {
   mtc_plan *plan = t->plan;
   size_t n = 0;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    if (plan->leaves[i].bytes > 0 && plan->leaves[i].device != MTC_DEVICE_CPU) n++;
+    if (plan->leaves[i].bytes > 0) n++;
   }
   if (n == 0) return MTC_OK;
   plan->copy_out = malloc(n * sizeof *plan->copy_out);
-  if (plan->copy_out == NULL) return mtc_out_of_host_memory();
+  plan->copy_out_leaves = malloc(n * sizeof *plan->copy_out_leaves);
+  if (plan->copy_out == NULL || plan->copy_out_leaves == NULL) {
+    return mtc_out_of_host_memory();
+  }
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes == 0 || leaf->device == MTC_DEVICE_CPU) continue;
+    if (leaf->bytes == 0) continue;
+    unsigned char *dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
+    mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count];
+    plan->copy_out_leaves[plan->copy_out_count++] = i;
+    if (leaf->device == MTC_DEVICE_CPU) {
+      *seg = mtc_leaf_segment(plan, leaf, dst);
+      continue;
+    }
     const mtc_placement *place = &plan->layout.placements[i];
     uint64_t landed = place->kind == MTC_PLACE_PACKED
                           ? chunk_blocks[place->chunk]->address + place->offset
                           : own_blocks[i]->address;
-    mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count++];
     *seg = (mtc_stage_segment){0}; /* contiguous: no rows, no layout */
-    seg->dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
+    seg->dst = dst;
     seg->src = (const unsigned char *)(uintptr_t)landed;
     seg->begin = 0;
     seg->end = leaf->bytes;
@@ -240,7 +236,7 @@ static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t i, mtc_block **own_blo
   mtc_plan *plan = t->plan;
   const mtc_leaf *leaf = &plan->leaves[i];
   if (plan->target == MTC_DEVICE_CPU) {
-    if (leaf->device == MTC_DEVICE_CPU) return MTC_OK; /* host_to_host */
+    if (leaf->device == MTC_DEVICE_CPU) return MTC_OK; /* plan_copy_out */
     return mtc_to_host_own_leaf(t, i, &own_blocks[i]);
   }
   if (leaf->device != MTC_DEVICE_CPU) return peer_leaf(t, i);
@@ -256,7 +252,7 @@ static mtc_status copy_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
   mtc_plan *plan = t->plan;
   int32_t source = plan->layout.chunks[c].source_device;
   if (source == MTC_DEVICE_CPU) {
-    if (plan->target == MTC_DEVICE_CPU) return MTC_OK; /* host_to_host */
+    if (plan->target == MTC_DEVICE_CPU) return MTC_OK; /* plan_copy_out */
     return scatter_chunk(t, c, members, count);
   }
   if (plan->target == MTC_DEVICE_CPU) {
@@ -306,8 +302,7 @@ mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
   }
   free(gathered);
   if (status == MTC_OK && plan->target == MTC_DEVICE_CPU) {
-    status = host_to_host(t);
-    if (status == MTC_OK) status = plan_copy_out(t, chunk_blocks, own_blocks);
+    status = plan_copy_out(t, chunk_blocks, own_blocks);
   }
   return status;
 }

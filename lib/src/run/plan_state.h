@@ -66,11 +66,17 @@ struct mtc_plan {
    * before submit; read-only afterwards. */
   mtc_leaf *destinations;
   int into;
-  /* Device -> host leaves of an into plan: what is copied out of the pinned
-   * blocks into the destinations once the copy has completed
-   * (run/into.c). Written by the submission; read under the lock. */
+  /* An into plan to the host: what is copied into the destinations by the
+   * caller's poll or wait once the copy has completed (run/into.c): device
+   * leaves out of the pinned blocks they landed in, host leaves from their
+   * own memory. copy_out_leaves[k] is segment k's leaf. Written by the
+   * submission; read under the lock. */
   mtc_stage_segment *copy_out;
+  uint64_t *copy_out_leaves;
   size_t copy_out_count;
+  /* Leaves whose destination a later copy writes (mtc_plan_skip_copy_out):
+   * 1 each, or NULL before the first. Under the lock. */
+  unsigned char *copy_out_skip;
 
   /* Set before submit; read-only afterwards. One entry per device. */
   mtc_plan_stream *streams;
