@@ -365,6 +365,11 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan);
  * calls, which run on a thread of the runtime's. */
 MTC_API mtc_status mtc_plan_wait_device(mtc_plan *plan);
 
+/* As mtc_plan_poll, but never writes host destinations: MTC_OK once the
+ * copy's device work is over (for a binding's garbage-collection backstop,
+ * which must not write them at that moment, then releases the plan). */
+MTC_API mtc_status mtc_plan_poll_device(mtc_plan *plan);
+
 /* For a plan of copies into host memory: its poll or wait will not write
  * leaf `leaf`'s destination, because a copy submitted later writes it (a
  * binding keeps submission order this way when copies are awaited in

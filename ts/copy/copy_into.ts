@@ -10,9 +10,11 @@
 
 import { MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
 import { openScopes } from "../gpu/stream.ts";
 import { releaseDescriptors, takeDescriptors, writeAddresses, writeAddressesOf } from "./describe.ts";
 import { AsyncCopyHandle } from "./handle.ts";
+import { hostDestinations, supersede } from "./host_into.ts";
 import { type IntoWalk, releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
@@ -99,6 +101,10 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       if (openScopes !== 0) bindStreams(sym, plan, w.target, t.sourceDevices, null);
       status = sym.mtc_plan_submit(plan);
       if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+      if (w.target === DEVICE_CPU) {
+        record.hostInto = hostDestinations(w.destinationViews);
+        supersede(lib, record);
+      }
     } catch (e) {
       releaseRecord(record);
       throw e;

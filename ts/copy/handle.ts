@@ -9,7 +9,8 @@ import { CudaEvent } from "../gpu/stream.ts";
 import { MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
-import { planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
+import { destinationsGone } from "./host_into.ts";
+import { pendingHostInto, planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";
 
 const outWords = new Uint32Array(2); // mtc_event ** out-parameter
@@ -91,12 +92,19 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     else planRegistry.register(this, record, this);
   }
 
-  /** True once the copy is over (done or failed, or the handle disposed). Never blocks. */
+  /**
+   * True once the copy is over (done or failed, or the handle disposed).
+   * Never blocks, except that the ready() that finds a copyInto to the host
+   * over writes its destinations then.
+   */
   ready(): boolean {
     if (this.#finished >= 0 || this.#record === null || this.#disposed) return true;
-    const status = library().symbols.mtc_plan_poll(this.#record.plan);
+    const record = this.#record;
+    if (record.hostInto !== undefined && this.#destinationsGone(record)) return true;
+    const status = library().symbols.mtc_plan_poll(record.plan);
     if (status === Status.MTC_IN_PROGRESS) return false;
     this.#finished = status;
+    pendingHostInto.delete(record);
     return true;
   }
 
@@ -111,6 +119,8 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     if (this.#error !== null) throw this.#error;
     const record = this.#record!;
     const sym = library().symbols;
+    if (this.#finished < 0 && record.hostInto !== undefined && this.#destinationsGone(record)) throw this.#error!;
+    // For a copyInto to the host, this wait writes the destinations.
     if (this.#finished < 0) this.#finished = sym.mtc_plan_wait(record.plan);
     try {
       if (this.#finished !== Status.MTC_OK) throw planError(sym, record.plan, this.#finished, record.traversal!);
@@ -207,6 +217,20 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     return event === 0 ? null : new CudaEvent(event);
   }
 
+  /**
+   * A copyInto to the host whose destination was detached in flight: the
+   * copy fails with an MtcError naming it and writes nothing (its plan is
+   * released, which drops the write). False while all can be written.
+   */
+  #destinationsGone(record: PlanRecord): boolean {
+    const gone = destinationsGone(record);
+    if (gone === null) return false;
+    this.#error = gone;
+    this.#finished = gone.status;
+    this.#releasePlan();
+    return true;
+  }
+
   #releasePlan(): void {
     const record = this.#record;
     if (record === null) return;
@@ -241,9 +265,10 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
         // Deno: mtc_plan_wait on an FFI thread; the plan is not released until it returns.
         this.#waitPending = true;
         wait(record.plan).then(
-          (status) => {
+          () => {
+            // The device work is over; get() then waits no longer, and
+            // writes a copyInto's host destinations on this thread.
             this.#waitPending = false;
-            if (this.#finished < 0) this.#finished = status;
             if (this.#releaseDeferred) this.#releasePlan();
             finish();
           },

@@ -12,6 +12,7 @@ import type { NativeSymbols } from "../ffi/symbols.ts";
 import { Status } from "../base/errors.ts";
 import { PLAN_STATS_SIZE } from "./plan_stats.ts";
 import { onExit } from "../base/runtime.ts";
+import type { TypedArray } from "../tensor/dtype.ts";
 import { leafPath, type Traversal } from "./traversal.ts";
 
 /** What a handle holds while it has a C plan; also the finalizer's held value (never the handle). */
@@ -19,7 +20,23 @@ export interface PlanRecord {
   plan: number;
   /** The inputs (its leaves, held views, the block shares of DeviceTensor sources) and the results. */
   traversal: Traversal | null;
+  /** A copyInto to the host: its destinations, written by the handle's own poll or wait (host_into.ts). */
+  hostInto?: HostDestinations;
 }
+
+/** The host destinations of a copyInto, as the walk read them. */
+export interface HostDestinations {
+  /** Leaf i's destination view (undefined for an empty leaf). */
+  readonly views: (TypedArray | undefined)[];
+  /** Its byte length then: a view found shorter later was detached or released in flight. */
+  readonly lengths: number[];
+}
+
+/**
+ * copyInto records to the host whose destinations are not written yet, in
+ * submission order: a later copy into the same bytes supersedes them.
+ */
+export const pendingHostInto = new Set<PlanRecord>();
 
 const TWO_32 = 4294967296;
 
@@ -28,11 +45,22 @@ export function u64At(words: Uint32Array, index: number): number {
   return words[index]! + words[index + 1]! * TWO_32;
 }
 
-/** The plan's error as an MtcError, with the path of the leaf it names. */
+/**
+ * The plan's error as an MtcError, with the path of the leaf it names; C's
+ * "leaf N" in the message becomes that leaf's path too (an overlap names two).
+ */
 export function planError(sym: NativeSymbols, plan: number, status: number, t: Traversal): MtcError {
-  const message = sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status);
+  let message = sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status);
   const leaf = sym.mtc_plan_error_leaf(plan);
   const path = leaf >= 0 && leaf < t.count ? leafPath(t, leaf) : undefined;
+  if (path !== undefined) {
+    message = message.replace(/^leaf \d+: /, "").replace(/\bleaf (\d+)\b/g, (text, n: string) => {
+      const other = Number(n);
+      if (other >= t.count) return text;
+      const p = leafPath(t, other);
+      return p === "" ? "(root)" : p;
+    });
+  }
   return new MtcError(status, message, { path });
 }
 
@@ -58,6 +86,7 @@ export function addRecord(lib: MtcLibrary, record: PlanRecord): void {
 /** Releases the C plan (waiting for a copy in flight) and drops what the record held. */
 export function releaseRecord(record: PlanRecord): void {
   livePlans.delete(record);
+  pendingHostInto.delete(record); // a destination not written yet stays unwritten
   // mtc_plan_release waits for a copy in flight, then frees outputs nobody retained.
   library().symbols.mtc_plan_release(record.plan);
   record.plan = 0;
@@ -78,7 +107,11 @@ export const planRegistry = new FinalizationRegistry<PlanRecord>((record) => rel
  */
 function releaseWhenDone(record: PlanRecord, delayMs: number): void {
   if (record.plan === 0) return;
-  if (library().symbols.mtc_plan_poll(record.plan) === Status.MTC_IN_PROGRESS) {
+  // Never mtc_plan_poll here: it would write a copyInto's host destinations
+  // at garbage-collection time. Release drops that write.
+  const sym = library().symbols;
+  const poll = sym.mtc_plan_poll_device ?? sym.mtc_plan_poll;
+  if (poll(record.plan) === Status.MTC_IN_PROGRESS) {
     unrefTimer(setTimeout(() => releaseWhenDone(record, Math.min(delayMs * 2, 100)), delayMs));
     return;
   }

@@ -11,6 +11,8 @@ import type { BlockHolder } from "../gpu/block.ts";
 import type { DeviceTensor } from "../tensor/device_tensor.ts";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
+import { library } from "../ffi/library.ts";
+import { retainPinnedBlock } from "../tensor/host_output.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 
 /** A container of the batch being walked; it is also the PathNode of its leaves. */
@@ -73,6 +75,8 @@ export class Traversal {
   readonly sourceDevices: number[] = [];
   /** Block shares of DeviceTensor sources: their blocks live until the copy has read them. */
   shares: BlockHolder[] = [];
+  /** C references to the pinned blocks under host outputs the copy reads or writes (null until the first). */
+  pinnedBlocks: number[] | null = null;
   /** Strided leaves: the index of each, then its mtc_leaf_layout (null until the first). */
   layouts: StridedLeaf[] | null = null;
   /** Tensor leaves placed as they are, already on the target (not listed). */
@@ -91,10 +95,22 @@ export class Traversal {
     this.outputs = target === DEVICE_CPU ? null : [];
   }
 
-  /** Drops the block shares of DeviceTensor sources (the copy no longer reads them, or never will). */
+  /** Drops the block shares of DeviceTensor sources and pinned outputs (the copy no longer uses them, or never will). */
   dropShares(): void {
     for (const holder of this.shares) holder.drop();
     this.shares = [];
+    const pinned = this.pinnedBlocks;
+    if (pinned !== null) {
+      this.pinnedBlocks = null;
+      const release = library().symbols.mtc_block_release;
+      for (const block of pinned) release(block);
+    }
+  }
+
+  /** Holds the pinned block under host view `view`, if it is a pinned output, until dropShares. */
+  holdPinned(view: ArrayBufferView): void {
+    const block = retainPinnedBlock(view);
+    if (block !== 0) (this.pinnedBlocks ??= []).push(block);
   }
 }
 

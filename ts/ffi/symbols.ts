@@ -144,13 +144,22 @@ export const symbols = {
     result: "i32", /* mtc_status */
   },
   mtc_plan_wait: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
-  // The same C function, run on a Deno FFI thread: `await handle` without
+  // mtc_plan_wait_device run on a Deno FFI thread: `await handle` without
   // blocking the event loop. mtc.h allows a wait from another thread as long
-  // as the plan is not released meanwhile (the handle defers its release).
+  // as the plan is not released meanwhile (the handle defers its release);
+  // this one never writes host destinations, which the handle's own poll or
+  // wait then writes on the thread that owns them.
   mtc_plan_wait_nonblocking: {
-    name: "mtc_plan_wait",
+    name: "mtc_plan_wait_device",
     nonblocking: true,
+    optional: true,
     args: ["ptr" /* mtc_plan *plan */],
+    result: "i32", /* mtc_status */
+  },
+  mtc_plan_poll_device: { optional: true, args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
+  mtc_plan_skip_copy_out: {
+    optional: true,
+    args: ["ptr" /* mtc_plan *plan */, "u64" /* uint64_t leaf */],
     result: "i32", /* mtc_status */
   },
   mtc_plan_results: {

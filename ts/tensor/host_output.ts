@@ -108,6 +108,19 @@ export function isPinnedHostOutput(value: unknown): boolean {
   return buffer !== undefined && pinned.has(buffer) && !buffer.detached;
 }
 
+/**
+ * @internal For a view of a pinned host output: one new C reference to its
+ * block (the caller releases it with mtc_block_release), so that a copy
+ * reading or writing the view keeps the block out of the pool until it is
+ * over, even if the output is released meanwhile. 0 for any other view.
+ */
+export function retainPinnedBlock(view: ArrayBufferView): number {
+  const ref = pinned.get(view.buffer as ArrayBuffer);
+  if (ref === undefined || (view.buffer as ArrayBuffer).detached) return 0;
+  library().symbols.mtc_block_retain(ref.block);
+  return ref.block;
+}
+
 function bufferOf(value: unknown): ArrayBuffer | undefined {
   if (value instanceof ArrayBuffer) return value;
   if (value instanceof Tensor) value = value.data;

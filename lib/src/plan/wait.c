@@ -35,7 +35,8 @@ static mtc_status settled_status_locked(const mtc_plan *plan) {
   }
 }
 
-MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
+/* Poll, writing host destinations when `land` is set. */
+static mtc_status poll(mtc_plan *plan, int land) {
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
   }
@@ -56,16 +57,20 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) {
       } else if (r != CUDA_ERROR_NOT_READY) {
         mtc_plan_fail_locked(plan, r, "cuEventQuery");
       }
-      land_host_destinations_locked(plan);
+      if (land) land_host_destinations_locked(plan);
       status = settled_status_locked(plan);
     }
   } else {
-    land_host_destinations_locked(plan);
+    if (land) land_host_destinations_locked(plan);
     status = settled_status_locked(plan);
   }
   pthread_mutex_unlock(&plan->lock);
   return status;
 }
+
+MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) { return poll(plan, 1); }
+
+MTC_API mtc_status mtc_plan_poll_device(mtc_plan *plan) { return poll(plan, 0); }
 
 /* Waits until the copy's device work is over; returns with the lock held. */
 static mtc_status wait_device_locked(mtc_plan *plan) {
