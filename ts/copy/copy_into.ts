@@ -39,10 +39,18 @@ const outWords = new Uint32Array(2); // mtc_plan ** out-parameter
  * leaf's own device gives its direction. Non-tensor values of `source` are
  * ignored, and parts of `destination` no source leaf meets are left alone.
  *
- * Packed host leaves reach the GPU with one DMA into a scratch block and
- * one scatter kernel that writes every destination; GPU leaves with one
- * gather kernel; copies to the host land in pinned memory and are copied
- * out into the destinations when the copy completes.
+ * Packed host leaves reach the GPU with one scatter kernel that writes
+ * every destination; GPU leaves with one gather kernel; copies to the host
+ * land in pinned memory first.
+ *
+ * When host destinations are written: inside this handle's `ready()` that
+ * first returns true, `get()` or `await`, on this thread, and at no other
+ * moment: `dispose()` or a dropped handle writes nothing. A destination
+ * whose ArrayBuffer was detached in flight (transferred, or a pinned output
+ * released) makes that call throw MtcError naming it, and nothing is
+ * written. Two copies into one destination (host or device) leave the
+ * later one's bytes, whatever path each took and whatever order they are
+ * awaited in.
  *
  * Streams as for {@link startCopy}: with a current stream on the target
  * ({@link withStream}), the copy writes the destinations only after the
@@ -54,7 +62,9 @@ const outWords = new Uint32Array(2); // mtc_plan ** out-parameter
  * Throws MtcError, naming the leaf's path, before anything is copied: no
  * destination, another dtype or shape, a destination on another device
  * than the others, a disposed DeviceTensor, two destinations that overlap,
- * or a destination that overlaps its own source.
+ * or a destination that overlaps any leaf's source (its own, or another's:
+ * a swap or a chain; the message names both paths). Use separate memory:
+ * a swap goes through a third buffer.
  *
  * @example
  * ```ts
