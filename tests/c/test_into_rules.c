@@ -1,12 +1,13 @@
 /* test_into_rules.c — the rules that copies into existing memory keep
  * (mtc_plan_add_leaves_into), against the emulated driver (path in argv[1]
- * or MTC_CUDA_DRIVER; two devices) or a real GPU with no argument:
+ * or MTC_CUDA_DRIVER; two devices) or a real GPU (libcuda.so.1):
  *  - aliasing is refused before anything is copied: a destination that is
  *    another leaf's source (a swap, a chain, one shared byte, views into
  *    one block) on the host and on a device;
  *  - host destinations are written only by the caller's poll or wait:
- *    never by mtc_plan_wait_device, by release, or on behalf of another
- *    plan; mtc_plan_skip_copy_out leaves a destination to a later copy;
+ *    never by mtc_plan_wait_device or mtc_plan_poll_device, by release, or
+ *    on behalf of another plan; mtc_plan_skip_copy_out leaves a
+ *    destination to a later copy;
  *  - plans land in submission order, whether carried out by the background
  *    thread or on the caller's thread. */
 #include <stdlib.h>
@@ -143,6 +144,7 @@ static void test_host_writes(void) {
     mtc_plan *plan = NULL;
     CHECK_OK(submit_into(&leaf, &dst, 1, MTC_DEVICE_CPU, background, &plan));
     CHECK_OK(mtc_plan_wait_device(plan));
+    CHECK_OK(mtc_plan_poll_device(plan));
     /* Another plan's wait does not write it either. */
     mtc_leaf dst2 = make_leaf(host_address(other), 4096, 4, MTC_DEVICE_CPU);
     mtc_plan *second = NULL;
