@@ -21,6 +21,7 @@
 import { cudaUnavailableReason, type Device, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
+import { collect, memory, mib } from "./memory.ts";
 
 const MIB = 2 ** 20;
 const NATIVE_SLACK = 16 * MIB;
@@ -160,25 +161,6 @@ function compare(actual: unknown, expected: unknown): string | null {
 function bytes(leaf: TypedArray | Tensor): Uint8Array {
   const view = leaf instanceof Tensor ? leaf.data : leaf;
   return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
-}
-
-function memory(): { rss: number; heapTotal: number; heapUsed: number } {
-  const g = globalThis as unknown as {
-    Deno?: { memoryUsage(): { rss: number; heapTotal: number; heapUsed: number } };
-    process?: { memoryUsage(): { rss: number; heapTotal: number; heapUsed: number } };
-  };
-  return g.Deno !== undefined ? g.Deno.memoryUsage() : g.process!.memoryUsage();
-}
-
-/** Forces a collection where the runtime allows it (Bun; Deno with --expose-gc). */
-function collect(): void {
-  const g = globalThis as unknown as { Bun?: { gc(full: boolean): void }; gc?: () => void };
-  if (g.Bun !== undefined) g.Bun.gc(true);
-  else if (typeof g.gc === "function") g.gc();
-}
-
-function mib(n: number): string {
-  return (n / MIB).toFixed(1);
 }
 
 function printHeader(): void {

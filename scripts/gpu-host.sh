@@ -3,10 +3,12 @@
 # that has neither node nor zig: the library and one runtime come prebuilt in
 # .carry/ (made by scripts/pack-for-gpu-host.sh). Usage:
 #   bash scripts/gpu-host.sh bun|deno [timing runs] [bench]
+#   bash scripts/gpu-host.sh bun|deno sanitize [options]   (scripts/gpu-sanitize.sh)
 # Logs go to $OUT when it is set, else to ./gpu-logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-runtime=${1:?usage: gpu-host.sh bun|deno [runs]}
+runtime=${1:?usage: gpu-host.sh bun|deno [runs] [bench] | gpu-host.sh bun|deno sanitize [options]}
+[ "${2:-}" != sanitize ] || exec bash scripts/gpu-sanitize.sh "$runtime" "${@:3}"
 runs=${2:-300}
 with_bench=${3:-}
 logs=${OUT:-$PWD/gpu-logs}

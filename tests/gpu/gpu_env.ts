@@ -39,9 +39,12 @@ if (reason !== undefined) {
 /** The device most tests use. */
 export const DEVICE = "cuda:0";
 
+/** Bun's limit for one GPU test: 120 s, or MTC_GPU_TEST_TIMEOUT_MS (the sanitizer mode raises it). */
+const TIMEOUT_MS = Number(env("MTC_GPU_TEST_TIMEOUT_MS")) || 120_000;
+
 /** A GPU test: skipped (with the suite's message) where no device exists. */
 export function gpuTest(name: string, fn: () => void | Promise<void>): void {
-  test(`gpu: ${name}`, fn, { skip: reason, timeout: 120_000 });
+  test(`gpu: ${name}`, fn, { skip: reason, timeout: TIMEOUT_MS });
 }
 
 /** True when two GPUs are there; else prints why `what` is not run. */
