@@ -28,8 +28,8 @@ parts=c,race,suite
 skip=
 budget=500
 suite_files=()
-race_files=(tests/gpu/copy_into.test.ts tests/gpu/kernels.test.ts)
-race_c=(test_kernels test_into test_device)
+race_files=(tests/gpu/copy_into.test.ts tests/gpu/copy_into_rules.test.ts tests/gpu/kernels.test.ts)
+race_c=(test_kernels test_into test_into_rules test_device)
 leak=no
 selftest_only=no
 while [ $# -gt 0 ]; do
