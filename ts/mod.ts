@@ -66,7 +66,8 @@ export {
 export { type CopyOptions, DEFAULT_OPTIONS } from "./copy/options.ts";
 export { type DeviceToHostPath, type PlanStats } from "./copy/plan_stats.ts";
 export { prefetch, type PrefetchOptions } from "./copy/prefetch.ts";
-export { CudaEvent, currentStream, Stream, withStream } from "./gpu/stream.ts";
+export { CudaEvent } from "./gpu/event.ts";
+export { currentStream, Stream, withStream } from "./gpu/stream.ts";
 export {
   type DevicePointer,
   Kernel,

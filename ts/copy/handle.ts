@@ -5,7 +5,7 @@
  * @module
  */
 
-import { CudaEvent } from "../gpu/stream.ts";
+import { adoptEvent, type CudaEvent } from "../gpu/event.ts";
 import { MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
@@ -214,7 +214,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     const status = completion(record.plan, outWords);
     if (status !== Status.MTC_OK) throw planError(library().symbols, record.plan, status, record.traversal!);
     const event = u64At(outWords, 0);
-    return event === 0 ? null : new CudaEvent(event);
+    return event === 0 ? null : adoptEvent(event);
   }
 
   /**

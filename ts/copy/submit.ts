@@ -12,7 +12,7 @@ import type { MtcLibrary } from "../ffi/library.ts";
 import { requireSymbol } from "../ffi/library.ts";
 import type { NativeSymbols } from "../ffi/symbols.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { openScopes, type Stream, streamFor } from "../gpu/stream.ts";
+import { liveHandle, openScopes, type Stream, streamFor, streamOrdinal } from "../gpu/stream.ts";
 import { writeAddresses } from "./describe.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
 import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
@@ -42,14 +42,14 @@ export function bindStreams(
   const bind = (device: number, stream: Stream) => {
     if (bound.includes(device)) return;
     bound.push(device);
-    stream.checkLive();
     const setStream = requireSymbol("mtc_plan_set_stream", "streams");
-    const status = setStream(plan, device, stream.handle);
+    // Checked and read from private state: no code of the caller's runs before C has it.
+    const status = setStream(plan, device, liveHandle(stream));
     if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
   };
   if (explicit !== null) {
     for (const stream of explicit) {
-      const device = stream.deviceIndex;
+      const device = streamOrdinal(stream);
       if (device === target || sourceDevices.includes(device)) bind(device, stream);
     }
   }

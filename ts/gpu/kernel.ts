@@ -7,19 +7,23 @@
  * @module
  */
 
+import type { BlockHolder } from "./block.ts";
 import { type Device, deviceName } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
-import { cudaOrdinal, Stream } from "./stream.ts";
+import {
+  type KernelParam,
+  type LaunchOptions,
+  marshalArgs,
+  MAX_PARAMS,
+  PARAM_TYPES,
+  readLaunch,
+  show,
+  type TensorArgument,
+} from "./kernel_args.ts";
+import { cudaOrdinal, liveHandle, streamOrdinal } from "./stream.ts";
 
-/**
- * A kernel parameter's type, as its declaration says: `ptr` a device
- * pointer (8 bytes), `i32`/`u32` 32-bit integers, `i64`/`u64` 64-bit
- * integers, `f32` float, `f64` double.
- */
-export type KernelParam = "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64";
-
-const PARAM_TYPES: readonly KernelParam[] = ["ptr", "i32", "u32", "i64", "u64", "f32", "f64"];
+export type { KernelParam, LaunchOptions, TensorArgument } from "./kernel_args.ts";
 
 /** What a `ptr` parameter takes besides raw addresses: a DeviceTensor (its `address`). */
 export interface DevicePointer {
@@ -39,27 +43,14 @@ export interface DevicePointer {
 export type KernelArg = DevicePointer | number | bigint | null;
 
 /**
- * The libmtc block a DeviceTensor holds (0 for none), or undefined for any
- * other object: set by tensor/device_tensor.ts, which this folder may not
- * import.
+ * A DeviceTensor's own state, or undefined for any other object: set by
+ * tensor/device_tensor.ts, which this folder may not import.
  */
-let tensorBlock: (value: object) => number | undefined = () => undefined;
+let tensorArgument: (value: object) => TensorArgument | undefined = () => undefined;
 
 /** @internal Called once by tensor/device_tensor.ts. */
-export function setTensorBlockReader(read: (value: object) => number | undefined): void {
-  tensorBlock = read;
-}
-
-/** Where and how wide a launch runs. */
-export interface LaunchOptions {
-  /** The stream to queue the launch on: of the module's device. */
-  stream: Stream;
-  /** Blocks in the grid: x, or [x], [x, y], [x, y, z] (missing extents are 1). */
-  grid: number | readonly number[];
-  /** Threads in a block, likewise. */
-  block: number | readonly number[];
-  /** Dynamic shared memory bytes (default 0). */
-  sharedBytes?: number;
+export function setTensorBlockReader(read: (value: object) => TensorArgument | undefined): void {
+  tensorArgument = read;
 }
 
 const TWO_32 = 4294967296;
@@ -74,8 +65,56 @@ function fail(status: number, call: string): MtcError {
 /** Backstop for modules dropped without dispose(). */
 const registry = new FinalizationRegistry<number>((module) => library().symbols.mtc_module_unload?.(module));
 
-/** @internal The mtc_module pointer of a live module (throws after dispose). */
+/**
+ * Only this module holds it; the constructors take it, so that no caller
+ * makes a Module or Kernel around a pointer of its own choosing.
+ */
+const MADE_HERE = Symbol("made by libmtc");
+
+/** @internal The mtc_module pointer of a live module, from its private state (throws after dispose). */
 let modulePointer: (module: Module) => number;
+
+/** @internal A module's CUDA ordinal, from its private state. */
+let moduleOrdinal: (module: Module) => number;
+
+// Intrinsic getters, read once: a getter the caller defines on an image (a
+// lying `byteLength`) or on a prototype is never consulted.
+const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
+const intrinsic = (on: object, key: PropertyKey) => Object.getOwnPropertyDescriptor(on, key)!.get!;
+const viewKind = intrinsic(typedArrayPrototype, Symbol.toStringTag) as (this: unknown) => string | undefined;
+const viewBuffer = intrinsic(typedArrayPrototype, "buffer") as (this: unknown) => ArrayBufferLike;
+const viewBytes = intrinsic(typedArrayPrototype, "byteLength") as (this: unknown) => number;
+const bufferBytes = intrinsic(ArrayBuffer.prototype, "byteLength") as (this: unknown) => number;
+const bufferDetached = intrinsic(ArrayBuffer.prototype, "detached") as (this: unknown) => boolean;
+
+function isArrayBuffer(value: unknown): value is ArrayBuffer {
+  try {
+    bufferBytes.call(value); // throws for anything else, a SharedArrayBuffer included
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isDetached(buffer: unknown): boolean {
+  return isArrayBuffer(buffer) && bufferDetached.call(buffer); // shared memory is never detached
+}
+
+/** A module image as bytes of our own: PTX text, or a copy of the caller's bytes. */
+function imageBytes(call: string, image: unknown): Uint8Array {
+  if (typeof image === "string") return encoder.encode(image);
+  const detached = `${call}: the image's ArrayBuffer was detached (transferred); pass the bytes before transferring them`;
+  if (viewKind.call(image) === "Uint8Array") {
+    if (isDetached(viewBuffer.call(image))) throw invalidArgument(detached);
+    if (viewBytes.call(image) === 0) return new Uint8Array(0); // out of bounds of a shrunk buffer too
+    return new Uint8Array(image as Uint8Array);
+  }
+  if (isArrayBuffer(image)) {
+    if (isDetached(image)) throw invalidArgument(detached);
+    return new Uint8Array(new Uint8Array(image));
+  }
+  throw invalidArgument(`${call}: the image must be PTX text (a string) or a Uint8Array / ArrayBuffer of PTX, cubin or fatbin bytes`);
+}
 
 /**
  * A CUDA module loaded on one device. `dispose()` (or `using`) unloads it;
@@ -91,21 +130,19 @@ let modulePointer: (module: Module) => number;
  * ```
  */
 export class Module {
-  /** The device: "cuda:N". */
-  readonly device: Device;
-  /** Its CUDA ordinal N. */
-  readonly deviceIndex: number;
   #module: number;
+  readonly #deviceIndex: number;
 
-  private constructor(module: number, deviceIndex: number) {
+  private constructor(made: symbol, module: number, deviceIndex: number) {
+    if (made !== MADE_HERE) throw invalidArgument("new Module(): a Module is made by Module.load");
     this.#module = module;
-    this.deviceIndex = deviceIndex;
-    this.device = deviceName(deviceIndex);
+    this.#deviceIndex = deviceIndex;
     registry.register(this, module, this);
   }
 
   static {
     modulePointer = (module) => module.#live();
+    moduleOrdinal = (module) => module.#deviceIndex;
   }
 
   /**
@@ -116,21 +153,28 @@ export class Module {
    */
   static load(image: string | Uint8Array | ArrayBuffer, device: Device | number = "cuda"): Module {
     const call = "Module.load";
-    let bytes: Uint8Array;
-    if (typeof image === "string") bytes = encoder.encode(image);
-    else if (image instanceof Uint8Array) bytes = image;
-    else if (image instanceof ArrayBuffer) bytes = new Uint8Array(image);
-    else throw invalidArgument(`${call}: the image must be PTX text (a string) or a Uint8Array / ArrayBuffer of PTX, cubin or fatbin bytes`);
-    if (bytes.byteLength === 0) throw invalidArgument(`${call}: the image is empty`);
+    const bytes = imageBytes(call, image);
+    const length = viewBytes.call(bytes);
+    if (length === 0) throw invalidArgument(`${call}: the image is empty`);
     const ordinal = cudaOrdinal(device, call);
-    const status = requireSymbol("mtc_module_load", "kernels")(ordinal, bytes, bytes.byteLength, outWords);
+    const status = requireSymbol("mtc_module_load", "kernels")(ordinal, bytes, length, outWords);
     if (status !== Status.MTC_OK) throw fail(status, call);
-    return new Module(u64Out(), ordinal);
+    return new Module(MADE_HERE, u64Out(), ordinal);
   }
 
   #live(): number {
-    if (this.#module === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Module (${this.device}) was disposed`);
+    if (this.#module === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Module (${deviceName(this.#deviceIndex)}) was disposed`);
     return this.#module;
+  }
+
+  /** The device: "cuda:N". */
+  get device(): Device {
+    return deviceName(this.#deviceIndex);
+  }
+
+  /** Its CUDA ordinal N. */
+  get deviceIndex(): number {
+    return this.#deviceIndex;
   }
 
   /** True after dispose(). */
@@ -145,18 +189,26 @@ export class Module {
    * module has no such kernel.
    */
   function(name: string, params: readonly KernelParam[]): Kernel {
-    const call = `Module.function(${JSON.stringify(name)})`;
     if (typeof name !== "string" || name.length === 0) throw invalidArgument(`Module.function: the name must be a non-empty string`);
+    const call = `Module.function(${JSON.stringify(name)})`;
     if (!Array.isArray(params)) throw invalidArgument(`${call}: params must be an array of ${PARAM_TYPES.join(", ")}`);
-    const types = params.slice() as KernelParam[];
-    types.forEach((type, i) => {
-      if (!PARAM_TYPES.includes(type)) {
-        throw invalidArgument(`${call}: parameter ${i} has type ${JSON.stringify(type)}; expected one of ${PARAM_TYPES.join(", ")}`);
+    // Read once, index by index: a hole reads as undefined, which no launch could fill.
+    const count: unknown = params.length;
+    if (typeof count !== "number" || count > MAX_PARAMS) {
+      throw invalidArgument(`${call}: ${show(count)} parameters; a kernel takes at most ${MAX_PARAMS}`);
+    }
+    const types: KernelParam[] = [];
+    for (let i = 0; i < count; i++) {
+      const type: unknown = params[i];
+      if (!PARAM_TYPES.includes(type as KernelParam)) {
+        const what = type === undefined ? "has no type (a hole or undefined in the list)" : `has type ${show(type)}`;
+        throw invalidArgument(`${call}: parameter ${i} ${what}; expected one of ${PARAM_TYPES.join(", ")}`);
       }
-    });
+      types.push(type as KernelParam);
+    }
     const status = requireSymbol("mtc_module_get_function", "kernels")(this.#live(), encoder.encode(name + "\0"), outWords);
     if (status !== Status.MTC_OK) throw fail(status, call);
-    return new Kernel(this, name, Object.freeze(types), u64Out());
+    return makeKernel(this, name, Object.freeze(types), u64Out());
   }
 
   /** Unloads the module (launches already queued still run). Idempotent. */
@@ -174,22 +226,41 @@ export class Module {
   }
 }
 
+let makeKernel: (module: Module, name: string, params: readonly KernelParam[], fn: number) => Kernel;
+
 /** A kernel of a {@link Module}, with its declared parameter types. */
 export class Kernel {
-  /** The module it belongs to (kept alive by the kernel). */
-  readonly module: Module;
-  /** Its entry name. */
-  readonly name: string;
-  /** Its parameters' types, as declared to {@link Module.function}. */
-  readonly params: readonly KernelParam[];
-  #function: number;
+  // Private: a launch reads only these, never fields the caller could reassign.
+  readonly #module: Module;
+  readonly #name: string;
+  readonly #params: readonly KernelParam[];
+  readonly #function: number;
 
-  /** @internal Made by Module.function. */
-  constructor(module: Module, name: string, params: readonly KernelParam[], fn: number) {
-    this.module = module;
-    this.name = name;
-    this.params = params;
+  private constructor(made: symbol, module: Module, name: string, params: readonly KernelParam[], fn: number) {
+    if (made !== MADE_HERE) throw invalidArgument("new Kernel(): a Kernel is made by Module.function");
+    this.#module = module;
+    this.#name = name;
+    this.#params = params;
     this.#function = fn;
+  }
+
+  static {
+    makeKernel = (module, name, params, fn) => new Kernel(MADE_HERE, module, name, params, fn);
+  }
+
+  /** The module it belongs to (kept alive by the kernel). */
+  get module(): Module {
+    return this.#module;
+  }
+
+  /** Its entry name. */
+  get name(): string {
+    return this.#name;
+  }
+
+  /** Its parameters' types, as declared to {@link Module.function} (frozen). */
+  get params(): readonly KernelParam[] {
+    return this.#params;
   }
 
   /**
@@ -201,136 +272,36 @@ export class Kernel {
    * the launch fails.
    */
   launch(options: LaunchOptions, args: readonly KernelArg[]): void {
-    const call = `${this.name}.launch`;
-    const stream = options?.stream;
-    if (!(stream instanceof Stream)) throw invalidArgument(`${call}: options.stream must be a Stream`);
-    stream.checkLive();
-    const module = modulePointer(this.module);
-    if (stream.deviceIndex !== this.module.deviceIndex) {
-      throw invalidArgument(`${call}: the stream is on ${stream.device}, the module on ${this.module.device}`);
+    // The caller's code can run inside this call (getters and Proxy traps on
+    // options and args), and nothing it does may free or change what the
+    // launch uses. So: 1. read every input once; 2. take a share of each
+    // tensor's block; 3. check that the module and the stream are alive and
+    // call C with nothing in between that could run the caller's code. C
+    // holds the blocks until the stream has passed the launch (cuda/launch.c);
+    // our shares then go.
+    const call = `${this.#name}.launch`;
+    const module = this.#module;
+    const device = moduleOrdinal(module);
+    const input = readLaunch(call, this.#name, this.#params, options, args);
+    if (streamOrdinal(input.stream) !== device) {
+      throw invalidArgument(`${call}: the stream is on ${deviceName(streamOrdinal(input.stream))}, the module on ${deviceName(device)}`);
     }
-    const dims = new Uint32Array(7);
-    extents(call, "grid", options.grid, dims, 0);
-    extents(call, "block", options.block, dims, 3);
-    const shared = options.sharedBytes ?? 0;
-    if (!Number.isInteger(shared) || shared < 0 || shared > 0xffffffff) {
-      throw invalidArgument(`${call}: sharedBytes ${String(shared)} is not an integer 0 … 4294967295`);
+    const held: BlockHolder[] = [];
+    try {
+      const { params, offsets } = marshalArgs(call, this.#params, input.args, device, tensorArgument, held);
+      const blocks = new BigUint64Array(Math.max(held.length, 1));
+      for (let i = 0; i < held.length; i++) blocks[i] = BigInt(held[i]!.block);
+      const launch = requireSymbol("mtc_kernel_launch", "kernels");
+      const paramBytes = params.length;
+      // From here to the call only private state is read: no code of the caller's runs.
+      const pointer = modulePointer(module);
+      const stream = liveHandle(input.stream);
+      const status = launch(pointer, this.#function, stream, input.dims, params, paramBytes, offsets, this.#params.length, blocks, held.length);
+      if (status !== Status.MTC_OK) throw fail(status, call);
+    } finally {
+      for (const holder of held) holder.drop();
     }
-    dims[6] = shared;
-    if (!Array.isArray(args) || args.length !== this.params.length) {
-      const got = Array.isArray(args) ? `${args.length}` : "no array";
-      throw invalidArgument(`${call}: ${this.name}(${this.params.join(", ")}) takes ${this.params.length} arguments, got ${got}`);
-    }
-    const count = this.params.length;
-    const params = new DataView(new ArrayBuffer(8 * Math.max(count, 1)));
-    const offsets = new Uint32Array(Math.max(count, 1));
-    const blocks: number[] = [];
-    for (let i = 0; i < count; i++) {
-      offsets[i] = 8 * i;
-      const block = marshal(call, this.params[i]!, args[i], i, params, this.module.deviceIndex);
-      if (block !== 0) blocks.push(block);
-    }
-    const blockWords = new BigUint64Array(Math.max(blocks.length, 1));
-    blocks.forEach((block, i) => (blockWords[i] = BigInt(block)));
-    const status = requireSymbol("mtc_kernel_launch", "kernels")(
-      module,
-      this.#function,
-      stream.handle,
-      dims,
-      new Uint8Array(params.buffer),
-      params.byteLength,
-      offsets,
-      count,
-      blockWords,
-      blocks.length,
-    );
-    if (status !== Status.MTC_OK) throw fail(status, call);
   }
-}
-
-/** Writes a grid or block extent (x, [x], [x, y] or [x, y, z]) into dims at `at`. */
-function extents(call: string, what: string, value: number | readonly number[], dims: Uint32Array, at: number): void {
-  const list = typeof value === "number" ? [value] : value;
-  if (!Array.isArray(list) || list.length < 1 || list.length > 3) {
-    throw invalidArgument(`${call}: ${what} must be a number or an array of 1 to 3 numbers`);
-  }
-  for (let i = 0; i < 3; i++) {
-    const extent = i < list.length ? list[i] : 1;
-    if (!Number.isInteger(extent) || extent < 1 || extent > 0xffffffff) {
-      throw invalidArgument(`${call}: ${what} ${"xyz"[i]} is ${String(extent)}; extents are integers >= 1`);
-    }
-    dims[at + i] = extent;
-  }
-}
-
-const RANGES = {
-  i32: [-(2n ** 31n), 2n ** 31n - 1n],
-  u32: [0n, 2n ** 32n - 1n],
-  i64: [-(2n ** 63n), 2n ** 63n - 1n],
-  u64: [0n, 2n ** 64n - 1n],
-} as const;
-
-function asInteger(value: unknown): bigint | undefined {
-  if (typeof value === "bigint") return value;
-  if (typeof value === "number" && Number.isSafeInteger(value)) return BigInt(value);
-  return undefined;
-}
-
-/**
- * Writes argument i into its 8-byte slot; returns the libmtc block it
- * keeps alive (0 for none).
- */
-function marshal(call: string, type: KernelParam, value: unknown, i: number, out: DataView, device: number): number {
-  const at = 8 * i;
-  const where = `${call}: argument ${i} (${type})`;
-  if (type === "f32" || type === "f64") {
-    if (typeof value !== "number") throw invalidArgument(`${where}: ${show(value)} is not a number`);
-    if (type === "f32") out.setFloat32(at, value, true);
-    else out.setFloat64(at, value, true);
-    return 0;
-  }
-  if (type === "ptr") {
-    if (value === null) {
-      out.setBigUint64(at, 0n, true);
-      return 0;
-    }
-    if (typeof value === "object") {
-      // Only a DeviceTensor's own holder names a block to hold: a look-alike
-      // object could carry any number, which C would take for a block.
-      const block = tensorBlock(value);
-      if (block === undefined) throw invalidArgument(`${where}: ${show(value)} is no DeviceTensor, device address or null`);
-      const pointer = value as DevicePointer;
-      if (pointer.disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${where}: the tensor was disposed`);
-      if (pointer.deviceIndex !== device) {
-        throw invalidArgument(`${where}: a tensor on ${deviceName(pointer.deviceIndex)}, but the kernel runs on ${deviceName(device)}`);
-      }
-      out.setBigUint64(at, BigInt(pointer.address), true);
-      return block;
-    }
-    const address = asInteger(value);
-    if (address === undefined || address < 0n || address > RANGES.u64[1]) {
-      throw invalidArgument(`${where}: ${show(value)} is no DeviceTensor, device address or null`);
-    }
-    out.setBigUint64(at, address, true);
-    return 0;
-  }
-  const n = asInteger(value);
-  const [low, high] = RANGES[type];
-  if (n === undefined || n < low || n > high) {
-    throw invalidArgument(`${where}: ${show(value)} is not an integer ${low} … ${high}`);
-  }
-  if (type === "i32") out.setInt32(at, Number(n), true);
-  else if (type === "u32") out.setUint32(at, Number(n), true);
-  else if (type === "i64") out.setBigInt64(at, n, true);
-  else out.setBigUint64(at, n, true);
-  return 0;
-}
-
-function show(value: unknown): string {
-  if (typeof value === "bigint") return `${value}n`;
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "object" && value !== null) return value.constructor?.name ?? "an object";
-  return String(value);
 }
 
 /**

@@ -17,6 +17,7 @@
 import { CURRENT_CUDA, DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
+import { adoptEvent, type CudaEvent, eventPointer } from "./event.ts";
 
 const TWO_32 = 4294967296;
 /** Out-parameters: uint64_t *out_stream, mtc_event **out_event, int32_t *out_device. */
@@ -59,91 +60,32 @@ function rawHandle(raw: number | bigint, what: string): number {
   return value;
 }
 
-// ------------------------------------------------------------------ events
-
-/** Backstop for events dropped without dispose(): the registry holds the mtc_event pointer. */
-const eventRegistry = new FinalizationRegistry<number>((event) => library().symbols.mtc_event_release?.(event));
-
-/** @internal The mtc_event pointer of a live event (throws after dispose). */
-export let eventPointer: (event: CudaEvent) => number;
+// ----------------------------------------------------------------- streams
 
 /**
- * A recorded CUDA event: it completes when the work queued on its stream
- * before it was recorded has finished. Made by {@link Stream.recordEvent}
- * and by `AsyncCopyHandle.completionEvent()`. Holds one reference to the C
- * event; `dispose()` (or `using`) drops it, garbage collection is the
- * backstop.
- *
- * @example
- * ```ts
- * using event = stream.recordEvent();
- * while (!event.query()) doOtherWork();
- * otherLibrary.streamWaitEvent(otherStream, event.handle); // a raw CUevent
- * ```
+ * Only this module holds it; the constructor takes it, so that no caller
+ * makes an owned Stream (one that dispose() destroys) around a handle of
+ * its choosing.
  */
-export class CudaEvent {
-  #event: number;
-
-  /** @internal Adopts one reference to an mtc_event. */
-  constructor(event: number) {
-    this.#event = event;
-    eventRegistry.register(this, event, this);
-  }
-
-  static {
-    eventPointer = (event) => event.#live();
-  }
-
-  #live(): number {
-    if (this.#event === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "this CudaEvent was disposed");
-    return this.#event;
-  }
-
-  /** The raw CUevent, for other libraries to wait on; valid until dispose(). */
-  get handle(): number {
-    return requireSymbol("mtc_event_handle", "events")(this.#live());
-  }
-
-  /** True when the event has completed. Never blocks. */
-  query(): boolean {
-    const status = requireSymbol("mtc_event_query", "events")(this.#live());
-    if (status === Status.MTC_OK) return true;
-    if (status === Status.MTC_IN_PROGRESS) return false;
-    throw fail(status);
-  }
-
-  /** Blocks the calling thread until the event has completed. */
-  synchronize(): void {
-    const status = requireSymbol("mtc_event_synchronize", "events")(this.#live());
-    if (status !== Status.MTC_OK) throw fail(status);
-  }
-
-  /** True after dispose(). */
-  get disposed(): boolean {
-    return this.#event === 0;
-  }
-
-  /** Drops this object's reference to the event. Idempotent. */
-  dispose(): void {
-    const event = this.#event;
-    if (event === 0) return;
-    this.#event = 0;
-    eventRegistry.unregister(this);
-    library().symbols.mtc_event_release?.(event);
-  }
-
-  /** Same as dispose(), for `using`. */
-  [Symbol.dispose](): void {
-    this.dispose();
-  }
-}
-
-// ----------------------------------------------------------------- streams
+const MADE_HERE = Symbol("made by libmtc");
 
 interface OwnedStream {
   device: number;
   handle: number;
 }
+
+/** @internal True for a Stream of this library (its private state), false for a look-alike; runs no caller code. */
+export let isStream: (value: unknown) => value is Stream;
+
+/**
+ * @internal The raw CUstream of a live Stream, from its private state
+ * (MTC_ERR_INVALID_STATE after dispose()): for a call to hand to C right
+ * away, with no caller code run in between.
+ */
+export let liveHandle: (stream: Stream) => number;
+
+/** @internal A Stream's CUDA ordinal, from its private state. */
+export let streamOrdinal: (stream: Stream) => number;
 
 /** Backstop for streams made by Stream.create and dropped without dispose(). */
 const streamRegistry = new FinalizationRegistry<OwnedStream>((s) =>
@@ -163,22 +105,28 @@ const streamRegistry = new FinalizationRegistry<OwnedStream>((s) =>
  * ```
  */
 export class Stream {
-  /** The device: "cuda:N". */
-  readonly device: Device;
-  /** Its CUDA ordinal N. */
-  readonly deviceIndex: number;
-  /** The raw CUstream, for other libraries (a pointer value; never 0). */
-  readonly handle: number;
-  /** True for streams made by {@link Stream.create}: dispose() destroys them. */
-  readonly owned: boolean;
+  // Private state, read by every call that hands the stream to C: a field
+  // the caller redefines (a getter on `handle`) is never consulted.
+  readonly #deviceIndex: number;
+  readonly #handle: number;
+  readonly #owned: boolean;
   #disposed = false;
 
-  private constructor(deviceIndex: number, handle: number, owned: boolean) {
-    this.deviceIndex = deviceIndex;
-    this.device = deviceName(deviceIndex);
-    this.handle = handle;
-    this.owned = owned;
+  private constructor(made: symbol, deviceIndex: number, handle: number, owned: boolean) {
+    if (made !== MADE_HERE) throw invalidArgument("new Stream(): a Stream is made by Stream.create or Stream.wrap");
+    this.#deviceIndex = deviceIndex;
+    this.#handle = handle;
+    this.#owned = owned;
     if (owned) streamRegistry.register(this, { device: deviceIndex, handle }, this);
+  }
+
+  static {
+    isStream = (value): value is Stream => typeof value === "object" && value !== null && #disposed in value;
+    liveHandle = (stream) => {
+      stream.#checkLive();
+      return stream.#handle;
+    };
+    streamOrdinal = (stream) => stream.#deviceIndex;
   }
 
   /**
@@ -190,7 +138,7 @@ export class Stream {
     const ordinal = cudaOrdinal(device, "Stream.create");
     const status = create(ordinal, outWords);
     if (status !== Status.MTC_OK) throw fail(status);
-    return new Stream(ordinal, u64Out(), true);
+    return new Stream(MADE_HERE, ordinal, u64Out(), true);
   }
 
   /**
@@ -200,7 +148,27 @@ export class Stream {
    */
   static wrap(rawCuStream: number | bigint, device: Device | number): Stream {
     const handle = rawHandle(rawCuStream, "Stream.wrap");
-    return new Stream(cudaOrdinal(device, "Stream.wrap"), handle, false);
+    return new Stream(MADE_HERE, cudaOrdinal(device, "Stream.wrap"), handle, false);
+  }
+
+  /** The device: "cuda:N". */
+  get device(): Device {
+    return deviceName(this.#deviceIndex);
+  }
+
+  /** Its CUDA ordinal N. */
+  get deviceIndex(): number {
+    return this.#deviceIndex;
+  }
+
+  /** The raw CUstream, for other libraries (a pointer value; never 0). */
+  get handle(): number {
+    return this.#handle;
+  }
+
+  /** True for streams made by {@link Stream.create}: dispose() destroys them. */
+  get owned(): boolean {
+    return this.#owned;
   }
 
   /** True after dispose(). */
@@ -210,25 +178,37 @@ export class Stream {
 
   /** @internal Throws MTC_ERR_INVALID_STATE after dispose(). */
   checkLive(): void {
+    this.#checkLive();
+  }
+
+  #checkLive(): void {
     if (this.#disposed) {
-      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Stream (${this.device}) was disposed`);
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Stream (${deviceName(this.#deviceIndex)}) was disposed`);
     }
   }
 
+  // Each call below checks liveness and calls C with nothing in between
+  // that could run the caller's code (private fields, no getters).
+
   /** Blocks the calling thread until all work queued on the stream has finished. */
   synchronize(): void {
-    this.checkLive();
-    const status = requireSymbol("mtc_stream_synchronize", "streams")(this.deviceIndex, this.handle);
+    const sync = requireSymbol("mtc_stream_synchronize", "streams");
+    this.#checkLive();
+    const status = sync(this.#deviceIndex, this.#handle);
     if (status !== Status.MTC_OK) throw fail(status);
   }
 
   /** Records an event that completes when the work queued on this stream so far has finished. */
   recordEvent(): CudaEvent {
-    this.checkLive();
+    return this.#record();
+  }
+
+  #record(): CudaEvent {
     const record = requireSymbol("mtc_event_record", "events");
-    const status = record(this.deviceIndex, this.handle, outWords);
+    this.#checkLive();
+    const status = record(this.#deviceIndex, this.#handle, outWords);
     if (status !== Status.MTC_OK) throw fail(status);
-    return new CudaEvent(u64Out());
+    return adoptEvent(u64Out());
   }
 
   /**
@@ -236,9 +216,13 @@ export class Stream {
    * device), without blocking the host.
    */
   waitEvent(event: CudaEvent): void {
-    this.checkLive();
+    this.#wait(eventPointer(event, "Stream.waitEvent"));
+  }
+
+  #wait(event: number): void {
     const wait = requireSymbol("mtc_stream_wait_event", "events");
-    const status = wait(this.deviceIndex, this.handle, eventPointer(event));
+    this.#checkLive();
+    const status = wait(this.#deviceIndex, this.#handle, event);
     if (status !== Status.MTC_OK) throw fail(status);
   }
 
@@ -247,10 +231,11 @@ export class Stream {
    * on `other` so far (an event recorded on `other`, waited on, released).
    */
   waitStream(other: Stream): void {
-    this.checkLive();
-    const event = other.recordEvent();
+    if (!isStream(other)) throw invalidArgument("Stream.waitStream: other must be a Stream");
+    this.#checkLive();
+    const event = other.#record();
     try {
-      this.waitEvent(event);
+      this.#wait(eventPointer(event, "Stream.waitStream"));
     } finally {
       event.dispose();
     }
@@ -260,9 +245,9 @@ export class Stream {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    if (!this.owned) return;
+    if (!this.#owned) return;
     streamRegistry.unregister(this);
-    library().symbols.mtc_stream_destroy?.(this.deviceIndex, this.handle);
+    library().symbols.mtc_stream_destroy?.(this.#deviceIndex, this.#handle);
   }
 
   /** Same as dispose(), for `using`. */
@@ -289,12 +274,12 @@ export function streamFor(device: number): Stream | null {
 }
 
 function push(stream: Stream): void {
-  (stacks[stream.deviceIndex] ??= []).push(stream);
+  (stacks[streamOrdinal(stream)] ??= []).push(stream);
   openScopes++;
 }
 
 function pop(stream: Stream): void {
-  const stack = stacks[stream.deviceIndex]!;
+  const stack = stacks[streamOrdinal(stream)]!;
   // Innermost first; async scopes that interleave may end out of order.
   const at = stack.lastIndexOf(stream);
   if (at >= 0) stack.splice(at, 1);
@@ -326,8 +311,8 @@ function pop(stream: Stream): void {
  * ```
  */
 export function withStream<R>(stream: Stream, fn: () => R): R {
-  if (!(stream instanceof Stream)) throw invalidArgument("withStream needs a Stream");
-  stream.checkLive();
+  if (!isStream(stream)) throw invalidArgument("withStream needs a Stream");
+  liveHandle(stream);
   push(stream);
   let result: R;
   try {

@@ -144,7 +144,12 @@ export class DeviceTensor {
 
   static {
     holderOf = (tensor) => tensor.#holder;
-    setTensorBlockReader((value) => value instanceof DeviceTensor ? (value.#holder?.block ?? 0) : undefined);
+    // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
+    setTensorBlockReader((value) =>
+      #holder in value
+        ? { address: value.address, deviceIndex: value.deviceIndex, holder: value.#holder, disposed: value.#disposed }
+        : undefined
+    );
     constructedDeviceShape = (tensor) => tensor.#shape;
     settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
       const t = tensor as { -readonly [K in "address" | "block" | "offset" | "packed"]: DeviceTensor[K] };
