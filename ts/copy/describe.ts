@@ -12,8 +12,8 @@ import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
-import { invalidArgument } from "../base/errors.ts";
-import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
+import { invalidArgument, showValue } from "../base/errors.ts";
+import { checkedShape, elementCount, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { formatPath } from "./path.ts";
@@ -92,10 +92,8 @@ export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null,
   let elements: number;
   if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
   else {
-    const checked = checkedShape(shape); // reassigned or forged: checked and frozen here
-    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
-    shape = checked;
-    elements = elementCount(checked);
+    shape = reassignedShape(shape, parent, key); // reassigned or forged: checked and frozen here
+    elements = elementCount(shape);
   }
   if (data?.byteLength !== elements * elementSize || !ArrayBuffer.isView(data)) {
     throw shapeMismatch(parent, key, data, shape, dtype, elements);
@@ -149,11 +147,11 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   let elements: number;
   if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
   else {
-    const checked = checkedShape(shape);
-    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
-    shape = checked;
-    elements = elementCount(checked);
+    shape = reassignedShape(shape, parent, key);
+    elements = elementCount(shape);
   }
+  const large = tooLarge(shape, dtype, elements, elementSize);
+  if (large !== null) throw leafError(parent, key, large);
   const problem = layoutProblem(shape, elements, strides, offset, Math.floor(data.byteLength / elementSize));
   if (problem !== null) throw leafError(parent, key, problem);
   const layout = byteLayout(shape, strides, elementSize);
@@ -169,6 +167,14 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
   return placeResult(t, shape, dtype, bytes, parent, key);
+}
+
+/** A Tensor's shape field that is not the one its constructor froze: checked and frozen, or an error with what it holds. */
+function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): readonly number[] {
+  const checked = checkedShape(shape);
+  if (checked !== undefined) return checked;
+  const given = Array.isArray(shape) ? showShape(shape.slice()) : showValue(shape);
+  throw leafError(parent, key, `the Tensor's shape ${given} is not an array of integers >= 0`);
 }
 
 /**
@@ -270,7 +276,7 @@ function snapshot(data: TypedArray): TypedArray {
 function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
   if (!ArrayBuffer.isView(data)) return leafError(parent, key, `the Tensor's data is not a typed array`);
   const kind = data.constructor.name;
-  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${JSON.stringify(dtype)} is not one of the dtypes`);
+  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${showValue(dtype)} is not one of the dtypes`);
   const values = valuesPerElement(dtype); // 2 for complex: real, imaginary
   if (data.length % values !== 0) {
     return leafError(parent, key, `the Tensor's ${kind} has an odd length, ${data.length}, but a ${dtype} element is ${values} values (real, imaginary)`);
@@ -281,7 +287,7 @@ function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, sha
   return leafError(
     parent,
     key,
-    `the Tensor's ${kind} has ${data.length / values} elements but its shape [${shape.join(", ")}] needs ${elements} ` +
+    `the Tensor's ${kind} has ${data.length / values} elements but its shape ${showShape(shape)} needs ${elements} ` +
       "(was its buffer detached or resized?)",
   );
 }

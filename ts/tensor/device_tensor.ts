@@ -9,9 +9,9 @@ import { type Device, deviceName } from "../gpu/device.ts";
 import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
-import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { library } from "../ffi/library.ts";
-import { frozenShape } from "./shape.ts";
+import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
 import { DTYPE_SIZE, isDType } from "./dtype.ts";
 
@@ -196,20 +196,19 @@ export class DeviceTensor {
 /** DeviceTensor.empty and zeros: checks, then a block of the tensor's own. */
 function allocate(what: string, shape: readonly number[], dtype: DType, device: Device | number, zero: boolean): DeviceTensor {
   const call = `DeviceTensor.${what}`;
-  if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${JSON.stringify(dtype)}`);
-  if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0`);
-  const extents = shape.slice();
+  if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${showValue(dtype)}`);
+  if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0, got ${showValue(shape)}`);
+  const extents = shape.slice(); // each extent read once: what is checked is what is kept
   let count = 1;
   for (const extent of extents) {
     if (!Number.isSafeInteger(extent) || extent < 0) {
-      throw invalidArgument(`${call}: invalid shape [${extents.join(", ")}]: extents must be integers >= 0`);
+      throw invalidArgument(`${call}: invalid shape ${showShape(extents)}: extents must be integers >= 0`);
     }
     count *= extent;
   }
+  const large = tooLarge(extents, dtype, count, DTYPE_SIZE[dtype]);
+  if (large !== null) throw invalidArgument(`${call}: ${large}`);
   const bytes = count * DTYPE_SIZE[dtype];
-  if (!Number.isSafeInteger(bytes)) {
-    throw invalidArgument(`${call}: shape [${extents.join(", ")}] of ${dtype} is too large (${bytes} bytes)`);
-  }
   const { ordinal, block, address } = allocateDeviceBlock(call, device, bytes, zero);
   let holder: BlockHolder | null = null;
   if (block !== 0) {
