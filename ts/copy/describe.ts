@@ -10,7 +10,7 @@
 
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
-import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { DeviceTensor, holderOf, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
 import { invalidArgument, showValue } from "../base/errors.ts";
 import { checkedShape, elementCount, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
@@ -198,11 +198,9 @@ function placeResult(t: Traversal, shape: readonly number[], dtype: DType, bytes
 
 /** A DeviceTensor on another device: takes a share of its block until the copy has read it. */
 export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: Frame | null, key: unknown): unknown {
-  const device = leaf.deviceIndex;
-  const dtype = leaf.dtype;
-  const bytes = leaf.byteLength;
-  let shape = leaf.shape;
-  if (shape !== constructedDeviceShape(leaf)) shape = checkedShape(shape) ?? constructedDeviceShape(leaf);
+  const device = tensorDevice(leaf);
+  const dtype = tensorDType(leaf);
+  const bytes = tensorBytes(leaf);
   if (!t.sourceDevices.includes(device)) t.sourceDevices.push(device);
   const holder = holderOf(leaf);
   if (holder !== null) {
@@ -212,8 +210,8 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
   const i = t.count++;
   t.leaves.push(leaf);
   t.views.push(undefined);
-  writeLeaf(t, i, leaf.address, bytes, device, DTYPE_SIZE[dtype]);
-  return placeResult(t, shape, dtype, bytes, parent, key);
+  writeLeaf(t, i, tensorAddress(leaf), bytes, device, DTYPE_SIZE[dtype]);
+  return placeResult(t, tensorShape(leaf), dtype, bytes, parent, key);
 }
 
 /**

@@ -12,7 +12,7 @@
 
 import { invalidArgument, type MtcError } from "../base/errors.ts";
 import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
-import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
@@ -53,10 +53,10 @@ export interface IntoWalk {
 function readSide(v: unknown, node: PathNode | null, key: unknown, role: string): Side | undefined {
   if (typeof v !== "object" || v === null) return undefined;
   if (v instanceof DeviceTensor) {
-    if (v.disposed) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
-    let shape = v.shape;
-    if (shape !== constructedDeviceShape(v)) shape = checkedShape(shape) ?? constructedDeviceShape(v);
-    return { view: undefined, address: v.address, device: v.deviceIndex, dtype: v.dtype, shape, bytes: v.byteLength };
+    // Its private state, never its public getters (a subclass may replace them).
+    if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(node, key), `the ${role} is `);
+    if (tensorDisposed(v)) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
+    return { view: undefined, address: tensorAddress(v), device: tensorDevice(v), dtype: tensorDType(v), shape: tensorShape(v), bytes: tensorBytes(v) };
   }
   if (v instanceof Tensor) {
     let data = v.data; // read once: a getter may give another array each time
