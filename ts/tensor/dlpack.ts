@@ -15,6 +15,7 @@
 
 import { BlockHolder } from "../gpu/block.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorDisposed, tensorDType, tensorOffset, tensorShape } from "./device_tensor.ts";
+import { bufferUnder, detach, isDetached } from "../base/views.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage } from "./dtype.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -274,14 +275,14 @@ export function releaseDLPack(value: DeviceTensor | Tensor | TypedArray): boolea
 
 /** The host half of {@link releaseDLPack}: true if `value` viewed an imported host tensor, now released. */
 export function releaseHostImport(value: Tensor | ArrayBufferView): boolean {
-  const data = value instanceof Tensor ? value.data : value;
-  const buffer = ArrayBuffer.isView(data) ? data.buffer : undefined;
-  const record = buffer instanceof ArrayBuffer ? hostImports.get(buffer) : undefined;
+  const buffer = bufferUnder(value instanceof Tensor ? value.data : value) as ArrayBuffer | undefined;
+  const record = buffer === undefined ? undefined : hostImports.get(buffer);
   if (buffer === undefined || record === undefined) return false;
-  hostImports.delete(buffer as ArrayBuffer);
+  hostImports.delete(buffer);
   hostRegistry.unregister(record);
-  // Detached first, so no view can read the memory once the producer frees it.
-  if (!(buffer as ArrayBuffer).detached) (buffer as ArrayBuffer).transfer(0);
+  // Detached first (by the engine's own transfer, whatever the buffer's own
+  // properties say), so no view can read the memory once the producer frees it.
+  if (!isDetached(buffer)) detach(buffer);
   deleteManaged(record.managed);
   return true;
 }
