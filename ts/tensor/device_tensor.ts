@@ -92,6 +92,10 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * one block, which is freed when the last of them is disposed (or, as a
  * backstop, garbage-collected).
  *
+ * Its fields are read-only getters (assigning one throws). Copies, toHost
+ * and toDLPack read the tensor's own state, so an own property or a
+ * subclass's getter over a field changes only what your code sees there.
+ *
  * @example
  * ```ts
  * using onGpu = await startCopy(new Float32Array([1, 2, 3]), "cuda:0");

@@ -45,6 +45,14 @@ export let constructedSize: (tensor: Tensor) => number;
  * const phases = new Tensor(new Float32Array([1, 0, 0, 1]), [2], "complex64"); // 1, i
  * ```
  *
+ * The fields describe the caller's memory and may be changed after
+ * construction (they are readonly only by type; a `data` getter, for a
+ * tensor made lazily, is fine): each copy reads `data`, `shape`, `dtype`,
+ * `strides` and `offset` once and checks them against each other and
+ * against the array's length (startCopy: as the engine keeps it, whatever
+ * the array's own properties say). `size` and `byteLength` say what the
+ * constructor found.
+ *
  * A strided tensor reads its elements from anywhere in `data`: give its
  * layout (strides and offset in elements). Copies of it are dense.
  *
