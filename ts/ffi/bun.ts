@@ -147,11 +147,9 @@ export const bunBackend: FfiBackend = {
     // moves a small typed array's storage out of the GC heap, so the address
     // stays valid for as long as the view is alive.
     if (!bufferRead) bufferUnder(view);
-    try {
-      return bunFfi().ptr(view);
-    } catch {
-      return 0; // ptr refuses a view of no bytes, by the engine's own length
-    }
+    // For a view of no bytes (by the engine's own length) ptr gives back a TypeError, not an address.
+    const address: unknown = bunFfi().ptr(view);
+    return typeof address === "number" ? address : 0;
   },
 
   copyFromAddress(address: number, into: Uint8Array): void {
