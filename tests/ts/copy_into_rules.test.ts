@@ -200,3 +200,28 @@ rule("a pinned host output released in flight: as a destination it fails the cop
   });
   disposeAll([onGpu, zeros]);
 });
+
+rule("a host side's own length, byteLength, buffer or subarray is not believed: no write past it, no read past it", async () => {
+  const onGpu = await startCopy({ v: filled(2, 8) }, "cuda:0") as unknown as { v: DeviceTensor };
+  // A destination of 2 floats inside a larger buffer, claiming 16.
+  const whole = new Float32Array(16).fill(-1);
+  const dst = whole.subarray(0, 2);
+  for (const [name, value] of [["length", 16], ["byteLength", 64], ["buffer", new ArrayBuffer(64)]] as const) {
+    Object.defineProperty(dst, name, { value, configurable: true });
+  }
+  await copyInto(onGpu, { v: dst });
+  assertEquals(Array.from(whole.subarray(0, 2)), [8000, 8001]);
+  assert(whole.subarray(2).every((v) => v === -1), "written past the destination");
+  // Sixteen floats into it: refused by its real shape, nothing written.
+  const sixteen = await startCopy({ v: filled(16, 9) }, "cuda:0") as unknown as { v: DeviceTensor };
+  assertThrows(() => copyInto(sixteen, { v: dst }), MtcError, "shape");
+  assert(whole.subarray(2).every((v) => v === -1), "written past the destination");
+  disposeAll(sixteen);
+  // A source claiming more bytes than it has: copied by what it holds, or refused; never read past.
+  const src = new Float32Array([1, 2]);
+  Object.defineProperty(src, "byteLength", { value: 64 });
+  const out = new Float32Array(2);
+  await copyInto({ v: src }, { v: out });
+  assertEquals(Array.from(out), [1, 2]);
+  disposeAll(onGpu);
+});

@@ -100,8 +100,10 @@ misuse("a copy to the host: outputs keep the shape and dtype the DeviceTensor ha
   const onGpu = startCopy({ source }, "cuda:0").get();
   const h = startCopy(onGpu, "cpu");
   await whenReady(h);
-  // Readonly only by type: a careless caller can still assign the fields.
-  Object.assign(onGpu.source, { shape: [12], dtype: "uint8", byteLength: 1 });
+  // The fields are getters (assigning throws), but own properties can still shadow them.
+  for (const [field, value] of Object.entries({ shape: [12], dtype: "uint8", byteLength: 1 })) {
+    Object.defineProperty(onGpu.source, field, { value });
+  }
   const back = h.get();
   h.dispose();
   assert(back.source instanceof Tensor, "a Tensor");

@@ -96,3 +96,42 @@ export class MtcError extends Error {
 export function invalidArgument(message: string, path?: string): MtcError {
   return new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, message, { path });
 }
+
+/**
+ * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) unless `options` is undefined
+ * or an object whose own enumerable keys are all `known` (as startCopy
+ * checks its options): "warmUp: options must be an object, got null",
+ * 'warmUp: unknown option "pinned" (known: ...)'. `where` ends with ": " or
+ * is empty; `name` and `item` name the object and its keys in messages.
+ */
+export function checkOptionNames(
+  options: unknown,
+  known: readonly string[],
+  where = "",
+  name = "options",
+  item = "option",
+): void {
+  if (options === undefined) return;
+  if (options === null || typeof options !== "object") {
+    throw invalidArgument(`${where}${name} must be an object, got ${options === null ? "null" : typeof options}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw invalidArgument(`${where}unknown ${item} ${JSON.stringify(key)} (known: ${known.join(", ")})`);
+  }
+}
+
+/** One value for a message, read without calling any of it (no toString, no getter). */
+export function showValue(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+    case "bigint":
+      return `${value}n`;
+    case "function":
+      return "a function";
+    case "object":
+      return value === null ? "null" : Array.isArray(value) ? "an array" : "an object";
+    default:
+      return String(value); // numbers (NaN, -1, 1.5), booleans, undefined, symbols
+  }
+}

@@ -45,6 +45,18 @@ export function getEnv(name: string): string | undefined {
 }
 
 /**
+ * A switch in the environment, parsed as libmtc parses its own (MTC_TRACE):
+ * true for 1, true, yes, on; false for 0, false, no, off (any letter case);
+ * undefined when unset or anything else, which the caller treats as unset.
+ */
+export function envFlag(name: string): boolean | undefined {
+  const value = getEnv(name)?.toLowerCase();
+  if (value === "1" || value === "true" || value === "yes" || value === "on") return true;
+  if (value === "0" || value === "false" || value === "no" || value === "off") return false;
+  return undefined;
+}
+
+/**
  * Bun's synchronous `import.meta.require`, for built-in modules such as
  * "bun:ffi" that a static import would hide from `deno check`.
  */

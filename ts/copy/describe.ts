@@ -10,10 +10,11 @@
 
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
-import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
-import { invalidArgument } from "../base/errors.ts";
-import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
+import { DeviceTensor, holderOf, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
+import { type DType, DTYPE_SIZE, isDType, storageElementBytes, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
+import { invalidArgument, showValue } from "../base/errors.ts";
+import { isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
+import { checkedShape, elementCount, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { formatPath } from "./path.ts";
@@ -81,6 +82,10 @@ function writeLeaf(t: Traversal, i: number, address: number, bytes: number, devi
 // copy is over; for "cpu", undefined (the key keeps its place; the result
 // is placed once it exists).
 
+// Host arrays are measured by the engine's own getters (base/views.ts): an
+// own `byteLength` or `buffer` property would make the copy read past the
+// array, or miss that its buffer is resizable.
+
 /** A host Tensor: its data, dtype and shape as they are now, checked against each other. */
 export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
   const strides = leaf.strides;
@@ -92,28 +97,28 @@ export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null,
   let elements: number;
   if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
   else {
-    const checked = checkedShape(shape); // reassigned or forged: checked and frozen here
-    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
-    shape = checked;
-    elements = elementCount(checked);
+    shape = reassignedShape(shape, parent, key); // reassigned or forged: checked and frozen here
+    elements = elementCount(shape);
   }
-  if (data?.byteLength !== elements * elementSize || !ArrayBuffer.isView(data)) {
-    throw shapeMismatch(parent, key, data, shape, dtype, elements);
-  }
+  const bytes = viewByteLength(data); // -1: no typed array
+  if (bytes !== elements * elementSize) throw shapeMismatch(parent, key, data, shape, dtype, elements);
   t.leaves.push(leaf);
-  return describeHost(t, data, dtype, elementSize, shape, parent, key, pointerOf);
+  return describeHost(t, data, bytes, dtype, elementSize, shape, parent, key, pointerOf);
 }
 
 /** A bare typed array of `dtype` (the dtype its kind stands for): a 1-D tensor. */
 export function describeArray(t: Traversal, data: TypedArray, dtype: DType, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  const bytes = viewByteLength(data);
+  if (bytes < 0) throw leafError(parent, key, "it claims to be a typed array (by its constructor) but is none; a DataView is no tensor");
   t.leaves.push(data);
-  return describeHost(t, data, dtype, (data as Uint8Array).BYTES_PER_ELEMENT, null, parent, key, pointerOf);
+  return describeHost(t, data, bytes, dtype, DTYPE_SIZE[dtype], null, parent, key, pointerOf);
 }
 
-/** A host leaf, bound for a device (host leaves bound for the host are reused, never listed). */
+/** A host leaf of `bytes` (read by the engine's getter), bound for a device (host leaves bound for the host are reused, never listed). */
 function describeHost(
   t: Traversal,
   data: TypedArray,
+  bytes: number,
   dtype: DType,
   elementSize: number,
   shape: readonly number[] | null,
@@ -121,14 +126,16 @@ function describeHost(
   key: unknown,
   pointerOf: PointerOf | null,
 ): unknown {
-  const bytes = data.byteLength;
-  if (bytes === 0) checkReadable(parent, key, data);
-  else if ((data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) data = snapshot(data);
+  // Read for both cases: in Bun, reading it moves a small array's storage out of the moving heap.
+  const buffer = viewBuffer(data);
+  if (bytes === 0) checkReadable(parent, key, data, buffer);
+  // A snapshot of its own: shrinking the caller's buffer while the copy runs gives its pages back at once.
+  else if (isResizable(buffer)) data = viewSlice(data);
   const i = t.count++;
   t.views.push(data);
   t.holdPinned(data); // a pinned output released in flight stays out of the pool
   // .buffer was read just above (Bun: the view's storage is pinned)
-  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize);
+  writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize);
   const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
   t.outputs!.push(output);
   return output;
@@ -145,24 +152,25 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   const dtype = leaf.dtype;
   const offset = leaf.offset;
   const elementSize = DTYPE_SIZE[dtype];
-  if (!ArrayBuffer.isView(data) || elementSize === undefined) throw shapeMismatch(parent, key, data, leaf.shape, dtype, 0);
+  const storageSize = storageElementBytes(data); // the engine's kind, not the array's own properties
+  if (storageSize === undefined || elementSize === undefined) throw shapeMismatch(parent, key, data, leaf.shape, dtype, 0);
   let shape = leaf.shape;
   let elements: number;
   if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
   else {
-    const checked = checkedShape(shape);
-    if (checked === undefined) throw leafError(parent, key, `the Tensor's shape is not an array of integers >= 0`);
-    shape = checked;
-    elements = elementCount(checked);
+    shape = reassignedShape(shape, parent, key);
+    elements = elementCount(shape);
   }
-  const problem = layoutProblem(shape, elements, strides, offset, Math.floor(data.byteLength / elementSize));
+  const large = tooLarge(shape, dtype, elements, elementSize);
+  if (large !== null) throw leafError(parent, key, large);
+  const problem = layoutProblem(shape, elements, strides, offset, Math.floor(viewByteLength(data) / elementSize));
   if (problem !== null) throw leafError(parent, key, problem);
   const layout = byteLayout(shape, strides, elementSize);
   if (typeof layout === "string") throw leafError(parent, key, layout);
-  const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
+  const lanes = elementSize / storageSize;
   const [begin, end] = elements === 0 ? [offset, offset] : layoutSpan(shape, strides, offset);
-  let view = (data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray;
-  if ((data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) view = snapshot(view);
+  let view = viewSubarray(data, begin * lanes, end * lanes);
+  if (isResizable(viewBuffer(view))) view = viewSlice(view);
   const bytes = elements * elementSize;
   const i = t.count++;
   t.leaves.push(leaf);
@@ -171,6 +179,14 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
   return placeResult(t, shape, dtype, bytes, parent, key);
+}
+
+/** A Tensor's shape field that is not the one its constructor froze: checked and frozen, or an error with what it holds. */
+function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): readonly number[] {
+  const checked = checkedShape(shape);
+  if (checked !== undefined) return checked;
+  const given = Array.isArray(shape) ? showShape(shape.slice()) : showValue(shape);
+  throw leafError(parent, key, `the Tensor's shape ${given} is not an array of integers >= 0`);
 }
 
 /**
@@ -194,11 +210,9 @@ function placeResult(t: Traversal, shape: readonly number[], dtype: DType, bytes
 
 /** A DeviceTensor on another device: takes a share of its block until the copy has read it. */
 export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: Frame | null, key: unknown): unknown {
-  const device = leaf.deviceIndex;
-  const dtype = leaf.dtype;
-  const bytes = leaf.byteLength;
-  let shape = leaf.shape;
-  if (shape !== constructedDeviceShape(leaf)) shape = checkedShape(shape) ?? constructedDeviceShape(leaf);
+  const device = tensorDevice(leaf);
+  const dtype = tensorDType(leaf);
+  const bytes = tensorBytes(leaf);
   if (!t.sourceDevices.includes(device)) t.sourceDevices.push(device);
   const holder = holderOf(leaf);
   if (holder !== null) {
@@ -208,8 +222,8 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
   const i = t.count++;
   t.leaves.push(leaf);
   t.views.push(undefined);
-  writeLeaf(t, i, leaf.address, bytes, device, DTYPE_SIZE[dtype]);
-  return placeResult(t, shape, dtype, bytes, parent, key);
+  writeLeaf(t, i, tensorAddress(leaf), bytes, device, DTYPE_SIZE[dtype]);
+  return placeResult(t, tensorShape(leaf), dtype, bytes, parent, key);
 }
 
 /**
@@ -230,10 +244,6 @@ export function writeAddressesOf(lib: MtcLibrary, w: Uint32Array, views: readonl
   }
 }
 
-function isDetached(data: TypedArray): boolean {
-  return (data.buffer as ArrayBuffer & { detached?: boolean }).detached === true;
-}
-
 /** An error about the leaf at (parent, key). */
 function leafError(parent: Frame | null, key: unknown, message: string): Error {
   return invalidArgument(message, formatPath(parent, key));
@@ -243,8 +253,8 @@ function leafError(parent: Frame | null, key: unknown, message: string): Error {
  * Throws for an array that only looks empty: detached, or a fixed-length
  * view that its resizable ArrayBuffer shrank past (it reads as length 0).
  */
-function checkReadable(parent: Frame | null, key: unknown, data: TypedArray): void {
-  if (isDetached(data)) {
+function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buffer: ArrayBufferLike): void {
+  if ((buffer as ArrayBuffer & { detached?: boolean }).detached === true) {
     throw leafError(parent, key, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
   }
   try {
@@ -253,26 +263,16 @@ function checkReadable(parent: Frame | null, key: unknown, data: TypedArray): vo
     throw leafError(
       parent,
       key,
-      `it is out of bounds of its resizable ArrayBuffer, shrunk to ${data.buffer.byteLength} bytes after the view was made; ` +
+      `it is out of bounds of its resizable ArrayBuffer, shrunk to ${buffer.byteLength} bytes after the view was made; ` +
         "an out-of-bounds array cannot be copied",
     );
   }
 }
 
-/**
- * A copy of a view on a resizable ArrayBuffer, on a fixed-length buffer of
- * its own: the copy reads that instead, so resizing or transferring the
- * caller's buffer while the copy runs cannot pull memory from under it
- * (shrinking a resizable buffer gives its pages back at once).
- */
-function snapshot(data: TypedArray): TypedArray {
-  return (data as Uint8Array).slice() as unknown as TypedArray;
-}
-
 function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
-  if (!ArrayBuffer.isView(data)) return leafError(parent, key, `the Tensor's data is not a typed array`);
+  if (viewByteLength(data) < 0) return leafError(parent, key, `the Tensor's data is not a typed array`);
   const kind = data.constructor.name;
-  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${JSON.stringify(dtype)} is not one of the dtypes`);
+  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${showValue(dtype)} is not one of the dtypes`);
   const values = valuesPerElement(dtype); // 2 for complex: real, imaginary
   if (data.length % values !== 0) {
     return leafError(parent, key, `the Tensor's ${kind} has an odd length, ${data.length}, but a ${dtype} element is ${values} values (real, imaginary)`);
@@ -283,7 +283,7 @@ function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, sha
   return leafError(
     parent,
     key,
-    `the Tensor's ${kind} has ${data.length / values} elements but its shape [${shape.join(", ")}] needs ${elements} ` +
+    `the Tensor's ${kind} has ${data.length / values} elements but its shape ${showShape(shape)} needs ${elements} ` +
       "(was its buffer detached or resized?)",
   );
 }

@@ -15,6 +15,7 @@
  */
 
 import { MtcError, Status } from "../base/errors.ts";
+import { viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
 import { type HostDestinations, pendingHostInto, type PlanRecord } from "./plan_record.ts";
@@ -23,7 +24,7 @@ import { leafPath } from "./traversal.ts";
 /** The host destinations of a walk, as a record keeps them: each view and its byte length now. */
 export function hostDestinations(views: (TypedArray | undefined)[]): HostDestinations {
   const lengths = new Array<number>(views.length);
-  for (let i = 0; i < views.length; i++) lengths[i] = views[i]?.byteLength ?? 0;
+  for (let i = 0; i < views.length; i++) lengths[i] = views[i] === undefined ? 0 : viewByteLength(views[i]);
   return { views, lengths };
 }
 
@@ -35,9 +36,10 @@ function rangesOf(into: HostDestinations): Ranges {
   for (let i = 0; i < into.views.length; i++) {
     const view = into.views[i];
     if (view === undefined || into.lengths[i] === 0) continue;
-    const list = ranges.get(view.buffer);
-    const range: [number, number] = [view.byteOffset, view.byteOffset + into.lengths[i]!];
-    if (list === undefined) ranges.set(view.buffer, [range]);
+    const buffer = viewBuffer(view), begin = viewByteOffset(view);
+    const list = ranges.get(buffer);
+    const range: [number, number] = [begin, begin + into.lengths[i]!];
+    if (list === undefined) ranges.set(buffer, [range]);
     else list.push(range);
   }
   return ranges;
@@ -57,9 +59,9 @@ export function supersede(lib: MtcLibrary, record: PlanRecord): void {
       for (let i = 0; i < before.views.length; i++) {
         const view = before.views[i];
         if (view === undefined || before.lengths[i] === 0) continue;
-        const list = ranges.get(view.buffer);
+        const list = ranges.get(viewBuffer(view));
         if (list === undefined) continue;
-        const begin = view.byteOffset, end = begin + before.lengths[i]!;
+        const begin = viewByteOffset(view), end = begin + before.lengths[i]!;
         if (list.some(([b, e]) => b < end && begin < e)) skip?.(earlier.plan, i);
       }
     }
@@ -76,7 +78,7 @@ export function destinationsGone(record: PlanRecord): MtcError | null {
   const into = record.hostInto!;
   for (let i = 0; i < into.views.length; i++) {
     const view = into.views[i];
-    if (view === undefined || view.byteLength === into.lengths[i]) continue;
+    if (view === undefined || viewByteLength(view) === into.lengths[i]) continue;
     const path = leafPath(record.traversal!, i);
     return new MtcError(
       Status.MTC_ERR_INVALID_STATE,

@@ -10,9 +10,10 @@
  * @module
  */
 
+import { isResizable, viewBuffer, viewByteLength, viewByteOffset, viewElementBytes, viewSlice, viewSubarray } from "../base/views.ts";
 import { invalidArgument, type MtcError } from "../base/errors.ts";
 import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
-import { constructedDeviceShape, DeviceTensor, holderOf } from "../tensor/device_tensor.ts";
+import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
@@ -53,10 +54,10 @@ export interface IntoWalk {
 function readSide(v: unknown, node: PathNode | null, key: unknown, role: string): Side | undefined {
   if (typeof v !== "object" || v === null) return undefined;
   if (v instanceof DeviceTensor) {
-    if (v.disposed) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
-    let shape = v.shape;
-    if (shape !== constructedDeviceShape(v)) shape = checkedShape(shape) ?? constructedDeviceShape(v);
-    return { view: undefined, address: v.address, device: v.deviceIndex, dtype: v.dtype, shape, bytes: v.byteLength };
+    // Its private state, never its public getters (a subclass may replace them).
+    if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(node, key), `the ${role} is `);
+    if (tensorDisposed(v)) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
+    return { view: undefined, address: tensorAddress(v), device: tensorDevice(v), dtype: tensorDType(v), shape: tensorShape(v), bytes: tensorBytes(v) };
   }
   if (v instanceof Tensor) {
     let data = v.data; // read once: a getter may give another array each time
@@ -74,17 +75,19 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
       }
       if (shape !== undefined && ArrayBuffer.isView(data) && isDType(v.dtype)) return stridedSource(v, data, shape, elements, strides, node, key);
     }
-    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || data.byteLength !== elements * DTYPE_SIZE[v.dtype]) {
+    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || viewByteLength(data) !== elements * DTYPE_SIZE[v.dtype]) {
       throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, formatPath(node, key));
     }
     if (role === "source") data = fixed(data);
-    return { view: data, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: data.byteLength };
+    return { view: data, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: viewByteLength(data) };
   }
   if (ArrayBuffer.isView(v)) {
     const dtype = naturalDType(v);
     if (dtype === undefined) return undefined; // a DataView is no tensor
     const view = role === "source" ? fixed(v as TypedArray) : v as TypedArray;
-    return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(view.length), bytes: view.byteLength };
+    // The engine's byte length, never an own `length` or `byteLength` property.
+    const bytes = viewByteLength(view);
+    return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(bytes / DTYPE_SIZE[dtype]), bytes };
   }
   return undefined;
 }
@@ -96,13 +99,13 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
  */
 function stridedSource(v: Tensor, data: TypedArray, shape: readonly number[], elements: number, strides: readonly number[], node: PathNode | null, key: unknown): Side {
   const elementSize = DTYPE_SIZE[v.dtype];
-  const problem = layoutProblem(shape, elements, strides, v.offset, Math.floor(data.byteLength / elementSize));
+  const problem = layoutProblem(shape, elements, strides, v.offset, Math.floor(viewByteLength(data) / elementSize));
   if (problem !== null) throw invalidArgument(problem, formatPath(node, key));
   const byteView = byteLayout(shape, strides, elementSize);
   if (typeof byteView === "string") throw invalidArgument(byteView, formatPath(node, key));
-  const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT;
+  const lanes = elementSize / viewElementBytes(data);
   const [begin, end] = elements === 0 ? [v.offset, v.offset] : layoutSpan(shape, strides, v.offset);
-  const view = fixed((data as Uint8Array).subarray(begin * lanes, end * lanes) as unknown as TypedArray);
+  const view = fixed(viewSubarray(data, begin * lanes, end * lanes));
   const layout = byteView.shape.length > 0 ? byteView : undefined;
   return { view, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: elements * elementSize, layout };
 }
@@ -113,8 +116,7 @@ function stridedSource(v: Tensor, data: TypedArray, shape: readonly number[], el
  * from under it (as startCopy does).
  */
 function fixed(data: TypedArray): TypedArray {
-  const resizable = (data.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true;
-  return resizable && data.byteLength > 0 ? (data as Uint8Array).slice() as unknown as TypedArray : data;
+  return isResizable(viewBuffer(data)) && viewByteLength(data) > 0 ? viewSlice(data) : data;
 }
 
 /** A DeviceTensor's block lives until the copy is over: the traversal holds a share. */
@@ -166,8 +168,8 @@ interface Range {
 function rangeOf(side: Side, leaf: number): Range {
   if (side.view !== undefined) {
     // The bytes the view spans: a strided source's may be more or fewer than it copies.
-    const begin = side.view.byteOffset;
-    return { space: side.view.buffer, begin, end: begin + side.view.byteLength, leaf };
+    const begin = viewByteOffset(side.view);
+    return { space: viewBuffer(side.view), begin, end: begin + viewByteLength(side.view), leaf };
   }
   return { space: side.device, begin: side.address, end: side.address + side.bytes, leaf };
 }
@@ -270,7 +272,7 @@ class PairWalk {
     else if (dst.device !== this.target) {
       throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(this.target)}`, path());
     }
-    if (dst.view !== undefined && (dst.view.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true) {
+    if (dst.view !== undefined && isResizable(viewBuffer(dst.view))) {
       throw invalidArgument("the destination's ArrayBuffer is resizable; copyInto writes only fixed-length buffers", path());
     }
     const t = this.t;
@@ -332,7 +334,8 @@ function destinationRanges(w: PairWalk): Range[] {
     if (bytes === 0) continue;
     const view = w.destinationViews[i];
     if (view !== undefined) {
-      ranges.push({ space: view.buffer, begin: view.byteOffset, end: view.byteOffset + view.byteLength, leaf: i });
+      const begin = viewByteOffset(view);
+      ranges.push({ space: viewBuffer(view), begin, end: begin + viewByteLength(view), leaf: i });
     } else {
       const begin = words[at]! + words[at + 1]! * TWO_32;
       ranges.push({ space: words[at + 6]! | 0, begin, end: begin + bytes, leaf: i });

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { invalidArgument } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument } from "../base/errors.ts";
 import { inDenoWorker } from "../base/runtime.ts";
 
 /**
@@ -73,7 +73,8 @@ const NUMBER_KEYS = [
   "stagingThreads",
   "stagingPieceBytes",
 ] as const;
-const KNOWN = new Set<string>([...BOOLEAN_KEYS, ...NUMBER_KEYS]);
+/** The names of {@link CopyOptions}. */
+export const COPY_OPTION_NAMES: readonly string[] = [...BOOLEAN_KEYS, ...NUMBER_KEYS];
 
 const TIB = 2 ** 40;
 
@@ -91,12 +92,7 @@ function checkInteger(key: string, value: number, min: number, max: number, rule
  */
 export function resolveOptions(options: CopyOptions | undefined): Required<CopyOptions> {
   if (options === undefined) return DEFAULT_OPTIONS;
-  if (options === null || typeof options !== "object") {
-    throw invalidArgument(`options must be an object, got ${options === null ? "null" : typeof options}`);
-  }
-  for (const key of Object.keys(options)) {
-    if (!KNOWN.has(key)) throw invalidArgument(`unknown option ${JSON.stringify(key)}`);
-  }
+  checkOptionNames(options, COPY_OPTION_NAMES);
   const resolved = { ...DEFAULT_OPTIONS } as Required<CopyOptions>;
   for (const key of BOOLEAN_KEYS) {
     const value = options[key];

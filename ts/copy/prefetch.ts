@@ -8,9 +8,11 @@
 import { AsyncCopyHandle, type Copied, startCopy } from "./start_copy.ts";
 import type { Device } from "../gpu/device.ts";
 import { disposeAll } from "../tensor/dispose.ts";
-import { invalidArgument } from "../base/errors.ts";
-import { type CopyOptions, resolveOptions } from "./options.ts";
+import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
+import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "./options.ts";
 import { Stream, withStream } from "../gpu/stream.ts";
+
+const PREFETCH_OPTIONS: readonly string[] = [...COPY_OPTION_NAMES, "depth", "stream"];
 
 /** Options of {@link prefetch}: how far ahead, and the copies' own options. */
 export interface PrefetchOptions extends CopyOptions {
@@ -41,8 +43,9 @@ export interface PrefetchOptions extends CopyOptions {
  * copy fails, every copy not yet handed out is disposed with its outputs,
  * and the source iterator is closed (`return()`). A batch whose copy fails
  * (a bad leaf, a device error) ends the loop with that MtcError when its
- * turn comes: the batches before it are yielded first. Bad `options` throw
- * on the first `next()`.
+ * turn comes: the batches before it are yielded first. Bad `options` (not
+ * an object, an unknown name, a value out of range) throw MtcError on the
+ * first `next()`.
  *
  * @example
  * ```ts
@@ -57,8 +60,9 @@ export async function* prefetch<T, D extends Device>(
   device: D,
   options: PrefetchOptions = {},
 ): AsyncGenerator<Copied<T, D>, void, undefined> {
+  checkOptionNames(options, PREFETCH_OPTIONS, "prefetch: ");
   const { depth = 2, stream, ...copyOptions } = options;
-  if (!Number.isSafeInteger(depth) || depth < 1) throw invalidArgument(`prefetch: depth = ${String(depth)} must be an integer >= 1`);
+  if (!Number.isSafeInteger(depth) || depth < 1) throw invalidArgument(`prefetch: depth = ${showValue(depth)} must be an integer >= 1`);
   if (stream !== undefined && !(stream instanceof Stream)) throw invalidArgument("prefetch: stream must be a Stream");
   resolveOptions(copyOptions); // bad options fail before the source is read
   const iterator: Iterator<T> | AsyncIterator<T> = Symbol.asyncIterator in batches

@@ -9,7 +9,7 @@
 
 import { AsyncCopyHandle, type Copied, startCopyWith } from "./start_copy.ts";
 import { DEVICE_CPU, type Device, deviceName, parseDevice } from "../gpu/device.ts";
-import { invalidArgument } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument } from "../base/errors.ts";
 import type { CopyOptions } from "./options.ts";
 import { cudaOrdinal, Stream } from "../gpu/stream.ts";
 
@@ -93,24 +93,35 @@ function resolveDevice(device: Device): number {
   return ordinal === DEVICE_CPU ? DEVICE_CPU : cudaOrdinal(device, "ToDevice");
 }
 
+/** A spec as read once, when the ToDevice was made: later changes to the caller's object change nothing. */
 interface ResolvedSpec {
   readonly spec: DeviceSpec;
   readonly ordinal: number;
+  readonly computeStream: Stream | undefined;
+  readonly transferStream: Stream | undefined;
 }
+
+const SPEC_FIELDS: readonly string[] = ["device", "computeStream", "transferStream"];
+
+/** Set only while adjoint() makes its operator, from the specs this one read. */
+let adjointSpecs: [ResolvedSpec, ResolvedSpec] | null = null;
 
 function resolveSpec(value: Device | DeviceSpec, role: string): ResolvedSpec {
   const spec: DeviceSpec = typeof value === "string" ? { device: value } : value;
   if (spec === null || typeof spec !== "object") throw invalidArgument(`ToDevice ${role}: expected a device or a DeviceSpec`);
+  checkOptionNames(spec, SPEC_FIELDS, `ToDevice ${role}: `, "a DeviceSpec", "DeviceSpec field");
   const ordinal = resolveDevice(spec.device);
+  const streams: (Stream | undefined)[] = [];
   for (const key of ["computeStream", "transferStream"] as const) {
     const stream = spec[key];
+    streams.push(stream);
     if (stream === undefined) continue;
     if (!(stream instanceof Stream)) throw invalidArgument(`ToDevice ${role}: ${key} must be a Stream`);
     if (stream.deviceIndex !== ordinal) {
       throw invalidArgument(`ToDevice ${role}: ${key} belongs to ${stream.device}, not ${deviceName(ordinal)}`);
     }
   }
-  return { spec, ordinal };
+  return { spec, ordinal, computeStream: streams[0], transferStream: streams[1] };
 }
 
 /**
@@ -168,10 +179,6 @@ export class Identity {
  * ```
  */
 export class ToDevice<S extends Device = Device, D extends Device = Device> {
-  /** The source device ("cuda" resolved to "cuda:N"). */
-  readonly source: Device;
-  /** The target device ("cuda" resolved to "cuda:N"). */
-  readonly target: Device;
   readonly #from: ResolvedSpec;
   readonly #to: ResolvedSpec;
   #adjoint: ToDevice<D, S> | null = null;
@@ -180,13 +187,24 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
    * The operator from `source` to `target`: each a device name, or a
    * {@link DeviceSpec} that also names its streams. "cuda" is resolved to
    * the current device now. Throws MtcError (MTC_ERR_INVALID_ARGUMENT) for
-   * a malformed device or spec, or a stream of another device.
+   * a malformed device or spec (an unknown field included), or a stream of
+   * another device. The spec is read once, here.
    */
   constructor(source: S | DeviceSpec<S>, target: D | DeviceSpec<D>) {
-    this.#from = resolveSpec(source, "source");
-    this.#to = resolveSpec(target, "target");
-    this.source = deviceName(this.#from.ordinal);
-    this.target = deviceName(this.#to.ordinal);
+    const read = adjointSpecs;
+    adjointSpecs = null;
+    this.#from = read?.[0] ?? resolveSpec(source, "source");
+    this.#to = read?.[1] ?? resolveSpec(target, "target");
+  }
+
+  /** The source device ("cuda" resolved to "cuda:N"). */
+  get source(): Device {
+    return deviceName(this.#from.ordinal);
+  }
+
+  /** The target device ("cuda" resolved to "cuda:N"). */
+  get target(): Device {
+    return deviceName(this.#to.ordinal);
   }
 
   /** The source's spec as given. */
@@ -206,11 +224,15 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
    * ends are the host or the same device.
    */
   get transferStream(): Stream | null {
+    return this.#transfer();
+  }
+
+  #transfer(): Stream | null {
     const from = this.#from;
     const to = this.#to;
     if (from.ordinal === to.ordinal) return null;
     const owner = from.ordinal !== DEVICE_CPU ? from : to;
-    return owner.spec.transferStream ?? streamOfPair(from.ordinal, to.ordinal);
+    return owner.transferStream ?? streamOfPair(from.ordinal, to.ordinal);
   }
 
   /**
@@ -235,22 +257,23 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
   forwardAsync<T>(x: T, options?: CopyOptions): AsyncCopyHandle<Copied<T, D>> {
     const from = this.#from;
     const to = this.#to;
-    const transfer = this.transferStream;
-    if (transfer === null) return startCopyWith(x, this.target as D, options, null);
+    const target = deviceName(to.ordinal) as D;
+    const transfer = this.#transfer();
+    if (transfer === null) return startCopyWith(x, target, options, null);
     const streams: Stream[] = [];
     let transferWaitsForCopy = true;
     if (from.ordinal !== DEVICE_CPU) {
-      const compute = from.spec.computeStream;
+      const compute = from.computeStream;
       if (compute !== undefined) transfer.waitStream(compute);
       streams.push(transfer); // the copy reads the source after the transfer stream's work
-      if (to.spec.computeStream !== undefined) streams.push(to.spec.computeStream);
-    } else if (to.spec.computeStream !== undefined) {
-      streams.push(to.spec.computeStream);
+      if (to.computeStream !== undefined) streams.push(to.computeStream);
+    } else if (to.computeStream !== undefined) {
+      streams.push(to.computeStream);
     } else {
       streams.push(transfer); // host → GPU: the transfer stream is the target's stream: it waits for the copy
       transferWaitsForCopy = false;
     }
-    const handle = startCopyWith(x, this.target as D, options, streams);
+    const handle = startCopyWith(x, target, options, streams);
     if (transferWaitsForCopy) {
       try {
         const done = handle.completionEvent();
@@ -269,6 +292,7 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
   /** The operator that moves target → source (the same specs, swapped). `op.adjoint().adjoint() === op`. */
   adjoint(): ToDevice<D, S> {
     if (this.#adjoint === null) {
+      adjointSpecs = [this.#to, this.#from]; // as read when this one was made, not as the caller's objects say now
       this.#adjoint = new ToDevice<D, S>(this.#to.spec as DeviceSpec<D>, this.#from.spec as DeviceSpec<S>);
       this.#adjoint.#adjoint = this;
     }

@@ -13,7 +13,7 @@
 
 import { invalidArgument } from "../base/errors.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { DeviceTensor } from "../tensor/device_tensor.ts";
+import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDevice, tensorDisposed } from "../tensor/device_tensor.ts";
 import { naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { describeArray, describeDeviceTensor, describeTensor, type PointerOf, releaseDescriptors, takeDescriptors } from "./describe.ts";
@@ -142,8 +142,9 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
     return describeArray(t, v as TypedArray, dtype, parent, key, pointerOf);
   }
   if (v instanceof DeviceTensor) {
-    if (v.disposed) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
-    if (v.deviceIndex === t.target) return reuse(t, v);
+    if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(parent, key));
+    if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
+    if (tensorDevice(v) === t.target) return reuse(t, v);
     return describeDeviceTensor(t, v, parent, key);
   }
   let frame: Frame;

@@ -5,6 +5,7 @@
  */
 
 import { bunRequire } from "../base/runtime.ts";
+import { bufferUnder } from "../base/views.ts";
 import type { BoundFunctions, FfiBackend, OpenedLibrary } from "./backend.ts";
 import type { ArgKind, ResultKind, SymbolSpec } from "./symbols.ts";
 
@@ -142,11 +143,13 @@ export const bunBackend: FfiBackend = {
   },
 
   pointerOf(view: ArrayBufferView, bufferRead = false): number {
-    if (view.byteLength === 0) return 0;
-    // Touching .buffer moves a small typed array's storage out of the GC heap,
-    // so the address stays valid for as long as the view is alive.
-    if (!bufferRead) void view.buffer;
-    return bunFfi().ptr(view);
+    // Touching .buffer (the engine's getter: an own property cannot stand in)
+    // moves a small typed array's storage out of the GC heap, so the address
+    // stays valid for as long as the view is alive.
+    if (!bufferRead) bufferUnder(view);
+    // For a view of no bytes (by the engine's own length) ptr gives back a TypeError, not an address.
+    const address: unknown = bunFfi().ptr(view);
+    return typeof address === "number" ? address : 0;
   },
 
   copyFromAddress(address: number, into: Uint8Array): void {

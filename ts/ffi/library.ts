@@ -11,7 +11,7 @@
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { getEnv, platform, runtime } from "../base/runtime.ts";
+import { envFlag, getEnv, platform, runtime } from "../base/runtime.ts";
 import type { FfiBackend } from "./backend.ts";
 import { bunBackend } from "./bun.ts";
 import { denoBackend } from "./deno.ts";
@@ -223,7 +223,7 @@ export function loadLibrary(path?: string): MtcLibrary {
   } finally {
     probe.close(); // the full table holds its own reference
   }
-  if (getEnv("MTC_TRACE_FFI") === "1") symbols = traceSymbols(symbols);
+  if (envFlag("MTC_TRACE_FFI") === true) symbols = traceSymbols(symbols);
   return { path, symbols, functionAddress, backend, versionNumber, versionString: symbols.mtc_version_string() };
 }
 

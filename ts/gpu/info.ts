@@ -6,7 +6,7 @@
  */
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, parseDevice } from "./device.ts";
-import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument, MtcError, showValue, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 
 /**
@@ -161,6 +161,8 @@ export function setPinnedPoolLimit(bytes: number): void {
   if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
 }
 
+const WARM_UP_OPTIONS: readonly string[] = ["pinnedBytes", "pinnedBufferBytes", "deviceBytes"];
+
 /** What {@link warmUp} prepares. */
 export interface WarmUpOptions {
   /** Pinned staging memory to keep ready, in bytes (default: three pieces, the ring one large leaf streams through). */
@@ -178,6 +180,10 @@ export interface WarmUpOptions {
  * copy allocates its pinned memory, which takes milliseconds (about 2.8 ms for
  * 4 MB on an H100 host).
  *
+ * Throws MtcError (MTC_ERR_INVALID_ARGUMENT) for options that are not an
+ * object, an unknown option name (as startCopy does), or a size that is not
+ * a whole number of bytes.
+ *
  * @example
  * ```ts
  * warmUp("cuda:0", { pinnedBytes: 3 * 8 << 20, deviceBytes: 256 << 20 });
@@ -186,6 +192,7 @@ export interface WarmUpOptions {
  */
 export function warmUp(device: Device, options: WarmUpOptions = {}): void {
   const where = "warmUp";
+  checkOptionNames(options, WARM_UP_OPTIONS, `${where}: `);
   let ordinal = parseDevice(device);
   if (ordinal === DEVICE_CPU) throw invalidArgument(`${where}: "cpu" has nothing to warm up; name a CUDA device`);
   const sym = library().symbols;
@@ -198,7 +205,7 @@ export function warmUp(device: Device, options: WarmUpOptions = {}): void {
   const count = (name: keyof WarmUpOptions, fallback: number): number => {
     const value = options[name] ?? fallback;
     if (!Number.isSafeInteger(value) || value < 0) {
-      throw invalidArgument(`${where}: ${name} must be a whole number of bytes, got ${String(value)}`);
+      throw invalidArgument(`${where}: ${name} must be a whole number of bytes, got ${showValue(value)}`);
     }
     return value;
   };

@@ -9,20 +9,57 @@ import { type Device, deviceName } from "../gpu/device.ts";
 import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
-import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { library } from "../ffi/library.ts";
-import { frozenShape } from "./shape.ts";
+import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
 import { DTYPE_SIZE, isDType } from "./dtype.ts";
 
-/**
- * @internal The block holder of a DeviceTensor, for copies that read it
- * (null when disposed or empty). Not a member, so it stays out of sight.
- */
-export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
+// What the library reads of a DeviceTensor: its private state, never the
+// public getters, which a subclass or a prototype swap could replace.
 
-/** @internal The shape the constructor was given (frozen), to tell a reassigned `shape` field. */
-export let constructedDeviceShape: (tensor: DeviceTensor) => readonly number[];
+/** @internal The block holder (null when disposed or empty). Not a member, so it stays out of sight. */
+export let holderOf: (tensor: DeviceTensor) => BlockHolder | null;
+/** @internal The device address of the first element. */
+export let tensorAddress: (tensor: DeviceTensor) => number;
+/** @internal The bytes it spans. */
+export let tensorBytes: (tensor: DeviceTensor) => number;
+/** @internal The CUDA ordinal. */
+export let tensorDevice: (tensor: DeviceTensor) => number;
+/** @internal The dtype. */
+export let tensorDType: (tensor: DeviceTensor) => DType;
+/** @internal The shape (frozen). */
+export let tensorShape: (tensor: DeviceTensor) => readonly number[];
+/** @internal The offset of its address in its block. */
+export let tensorOffset: (tensor: DeviceTensor) => number;
+/** @internal True after dispose(). */
+export let tensorDisposed: (tensor: DeviceTensor) => boolean;
+
+/**
+ * @internal True when `value` was made by DeviceTensor's constructor, so
+ * that it has the private state: false for an object that only has the
+ * prototype (Object.create, a subclass whose constructor returned another
+ * object, a Proxy). `instanceof` says only what the prototype chain says.
+ */
+export let isDeviceTensor: (value: unknown) => value is DeviceTensor;
+
+/**
+ * @internal The error for an object that passes `instanceof DeviceTensor`
+ * without being one (see isDeviceTensor), at the leaf `path`; `prefix`
+ * ends with its subject ("the destination is ").
+ */
+export function notADeviceTensor(path?: string, prefix = ""): MtcError {
+  return invalidArgument(
+    `${prefix}not a DeviceTensor made by this library ` +
+      "(it has DeviceTensor's prototype but not its state: made with Object.create, or by a subclass that skipped the constructor)",
+    path,
+  );
+}
+
+/** Throws unless `value` is a DeviceTensor made by the constructor: methods called on another object. */
+function checkThis(value: unknown, method: string): asserts value is DeviceTensor {
+  if (!isDeviceTensor(value)) throw notADeviceTensor(undefined, `DeviceTensor.${method}: this is `);
+}
 
 /**
  * @internal Gives a result made before its copy completed (address 0, no
@@ -55,6 +92,10 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * one block, which is freed when the last of them is disposed (or, as a
  * backstop, garbage-collected).
  *
+ * Its fields are read-only getters (assigning one throws). Copies, toHost
+ * and toDLPack read the tensor's own state, so an own property or a
+ * subclass's getter over a field changes only what your code sees there.
+ *
  * @example
  * ```ts
  * using onGpu = await startCopy(new Float32Array([1, 2, 3]), "cuda:0");
@@ -63,27 +104,19 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * ```
  */
 export class DeviceTensor {
-  /** The device pointer (CUdeviceptr) of the first element; 0 for an empty tensor. */
-  readonly address: number;
-  /** Extent of each dimension (row-major, dense). Frozen, and shared with the source's shape. */
-  readonly shape: readonly number[];
-  /** The element type. */
-  readonly dtype: DType;
-  /** Where it lives: "cuda:N". */
-  readonly device: Device;
-  /** The CUDA device ordinal N. */
-  readonly deviceIndex: number;
-  /** Bytes of data. */
-  readonly byteLength: number;
-  /** An opaque id of the block that owns the memory (0 for none); equal for tensors that share one. */
-  readonly block: number;
-  /** Offset of `address` in its block. */
-  readonly offset: number;
-  /** True when the copy packed this tensor into a chunk shared with others. */
-  readonly packed: boolean;
+  // Every public field is a getter over this state: the copies read the
+  // state itself, so reassigning a field (readonly only by type) cannot make
+  // them read or write past the tensor.
+  #address: number;
+  #shape: readonly number[];
+  #dtype: DType;
+  #device: number;
+  #byteLength: number;
+  #block: number;
+  #offset: number;
+  #packed: boolean;
   #holder: BlockHolder | null;
   #disposed = false;
-  #shape: readonly number[];
 
   /**
    * @internal Made by startCopy (positional: results come by the hundred).
@@ -101,19 +134,63 @@ export class DeviceTensor {
     packed: boolean,
     holder: BlockHolder | null,
   ) {
-    this.address = address;
+    this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).
-    this.shape = this.#shape = shape;
-    this.dtype = dtype;
-    this.deviceIndex = device;
-    this.device = deviceName(device);
-    this.byteLength = byteLength;
-    this.block = block;
-    this.offset = offset;
-    this.packed = packed;
+    this.#shape = shape;
+    this.#dtype = dtype;
+    this.#device = device;
+    this.#byteLength = byteLength;
+    this.#block = block;
+    this.#offset = offset;
+    this.#packed = packed;
     // The holder is reachable only through its tensors: when the last one is
     // collected without dispose(), the holder's own finalizer frees the block.
     this.#holder = holder;
+  }
+
+  /** The device pointer (CUdeviceptr) of the first element; 0 for an empty tensor. */
+  get address(): number {
+    return this.#address;
+  }
+
+  /** Extent of each dimension (row-major, dense). Frozen, and shared with the source's shape. */
+  get shape(): readonly number[] {
+    return this.#shape;
+  }
+
+  /** The element type. */
+  get dtype(): DType {
+    return this.#dtype;
+  }
+
+  /** Where it lives: "cuda:N". */
+  get device(): Device {
+    return deviceName(this.#device);
+  }
+
+  /** The CUDA device ordinal N. */
+  get deviceIndex(): number {
+    return this.#device;
+  }
+
+  /** Bytes of data. */
+  get byteLength(): number {
+    return this.#byteLength;
+  }
+
+  /** An opaque id of the block that owns the memory (0 for none); equal for tensors that share one. */
+  get block(): number {
+    return this.#block;
+  }
+
+  /** Offset of `address` in its block. */
+  get offset(): number {
+    return this.#offset;
+  }
+
+  /** True when the copy packed this tensor into a chunk shared with others. */
+  get packed(): boolean {
+    return this.#packed;
   }
 
   /**
@@ -137,26 +214,41 @@ export class DeviceTensor {
     return allocate("zeros", shape, dtype, device, true);
   }
 
+  /** What console.log shows in Bun and Deno (the fields are getters, which they do not list). */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    if (!isDeviceTensor(this)) return "DeviceTensor (not made by this library)";
+    return `DeviceTensor { address: ${this.#address}, shape: [${this.#shape.join(", ")}], dtype: "${this.#dtype}", ` +
+      `device: "${deviceName(this.#device)}", byteLength: ${this.#byteLength}, block: ${this.#block}, offset: ${this.#offset}, ` +
+      `packed: ${this.#packed}${this.#disposed ? ", disposed" : ""} }`;
+  }
+
   /** True after dispose(). */
   get disposed(): boolean {
+    checkThis(this, "disposed");
     return this.#disposed;
   }
 
   static {
+    isDeviceTensor = (value): value is DeviceTensor => typeof value === "object" && value !== null && #holder in value;
     holderOf = (tensor) => tensor.#holder;
+    tensorAddress = (tensor) => tensor.#address;
+    tensorBytes = (tensor) => tensor.#byteLength;
+    tensorDevice = (tensor) => tensor.#device;
+    tensorDType = (tensor) => tensor.#dtype;
+    tensorShape = (tensor) => tensor.#shape;
+    tensorOffset = (tensor) => tensor.#offset;
+    tensorDisposed = (tensor) => tensor.#disposed;
     // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
     setTensorBlockReader((value) =>
       #holder in value
-        ? { address: value.address, deviceIndex: value.deviceIndex, holder: value.#holder, disposed: value.#disposed }
+        ? { address: value.#address, deviceIndex: value.#device, holder: value.#holder, disposed: value.#disposed }
         : undefined
     );
-    constructedDeviceShape = (tensor) => tensor.#shape;
     settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
-      const t = tensor as { -readonly [K in "address" | "block" | "offset" | "packed"]: DeviceTensor[K] };
-      t.address = address;
-      t.block = block;
-      t.offset = offset;
-      t.packed = packed;
+      tensor.#address = address;
+      tensor.#block = block;
+      tensor.#offset = offset;
+      tensor.#packed = packed;
       tensor.#holder = holder;
     };
   }
@@ -172,6 +264,7 @@ export class DeviceTensor {
    * Tensor always.
    */
   toHost(): TypedArray | Tensor {
+    checkThis(this, "toHost");
     if (copyToHost === null) {
       throw new MtcError(Status.MTC_ERR_INTERNAL, "toHost: the copy module is not loaded (import the library through mod.ts)");
     }
@@ -180,11 +273,13 @@ export class DeviceTensor {
 
   /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */
   toTensor(): Tensor {
-    return asTensor(this.toHost(), this.shape, this.dtype);
+    checkThis(this, "toTensor");
+    return asTensor(this.toHost(), this.#shape, this.#dtype);
   }
 
   /** Gives this tensor's share of its block back. Idempotent. */
   dispose(): void {
+    checkThis(this, "dispose");
     if (this.#disposed) return;
     this.#disposed = true;
     const holder = this.#holder;
@@ -201,20 +296,19 @@ export class DeviceTensor {
 /** DeviceTensor.empty and zeros: checks, then a block of the tensor's own. */
 function allocate(what: string, shape: readonly number[], dtype: DType, device: Device | number, zero: boolean): DeviceTensor {
   const call = `DeviceTensor.${what}`;
-  if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${JSON.stringify(dtype)}`);
-  if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0`);
-  const extents = shape.slice();
+  if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${showValue(dtype)}`);
+  if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0, got ${showValue(shape)}`);
+  const extents = shape.slice(); // each extent read once: what is checked is what is kept
   let count = 1;
   for (const extent of extents) {
     if (!Number.isSafeInteger(extent) || extent < 0) {
-      throw invalidArgument(`${call}: invalid shape [${extents.join(", ")}]: extents must be integers >= 0`);
+      throw invalidArgument(`${call}: invalid shape ${showShape(extents)}: extents must be integers >= 0`);
     }
     count *= extent;
   }
+  const large = tooLarge(extents, dtype, count, DTYPE_SIZE[dtype]);
+  if (large !== null) throw invalidArgument(`${call}: ${large}`);
   const bytes = count * DTYPE_SIZE[dtype];
-  if (!Number.isSafeInteger(bytes)) {
-    throw invalidArgument(`${call}: shape [${extents.join(", ")}] of ${dtype} is too large (${bytes} bytes)`);
-  }
   const { ordinal, block, address } = allocateDeviceBlock(call, device, bytes, zero);
   let holder: BlockHolder | null = null;
   if (block !== 0) {

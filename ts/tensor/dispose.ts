@@ -5,7 +5,7 @@
  * @module
  */
 
-import { DeviceTensor } from "./device_tensor.ts";
+import { DeviceTensor, isDeviceTensor, tensorDisposed } from "./device_tensor.ts";
 import { releaseHostImport } from "./dlpack.ts";
 import { releasePinned } from "./host_output.ts";
 import { Tensor } from "./tensor.ts";
@@ -35,7 +35,8 @@ export function disposeAll(data: unknown): number {
     const value = stack.pop();
     if (typeof value !== "object" || value === null) continue;
     if (value instanceof DeviceTensor) {
-      if (!value.disposed) {
+      // One that is not ours (no private state) holds nothing to give back: left alone.
+      if (isDeviceTensor(value) && !tensorDisposed(value)) {
         value.dispose();
         disposed++;
       }

@@ -14,7 +14,8 @@
  */
 
 import { BlockHolder } from "../gpu/block.ts";
-import { DeviceTensor, holderOf } from "./device_tensor.ts";
+import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorDisposed, tensorDType, tensorOffset, tensorShape } from "./device_tensor.ts";
+import { bufferUnder, detach, isDetached } from "../base/views.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage } from "./dtype.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -103,19 +104,23 @@ export function toDLPack(tensor: DeviceTensor): number {
   if (!(tensor instanceof DeviceTensor)) {
     throw invalidArgument("toDLPack takes a DeviceTensor (host arrays have no libmtc block to lend)");
   }
-  if (tensor.disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "toDLPack: the DeviceTensor was disposed");
+  if (!isDeviceTensor(tensor)) throw notADeviceTensor(undefined, "toDLPack: the argument is ");
+  if (tensorDisposed(tensor)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "toDLPack: the DeviceTensor was disposed");
   const holder = holderOf(tensor);
   if (holder instanceof DLPackHolder) {
     throw invalidArgument("toDLPack: this DeviceTensor came from fromDLPack; hand over the original DLPack tensor instead");
   }
+  // What the managed tensor says comes from the tensor's private state, not its getters.
+  const dims = tensorShape(tensor);
+  const dtypeOfTensor = tensorDType(tensor);
   if (holder === null || holder.block === 0) {
-    throw invalidArgument(`toDLPack: the DeviceTensor is empty (shape [${tensor.shape.join(", ")}]): no memory to export`);
+    throw invalidArgument(`toDLPack: the DeviceTensor is empty (shape [${dims.join(", ")}]): no memory to export`);
   }
   const toDlpack = requireSymbol("mtc_block_to_dlpack", "DLPack tensors");
-  const shape = BigInt64Array.from(tensor.shape, (n) => BigInt(n));
-  const dtype = new Uint8Array([DLPACK_CODE[tensor.dtype], DTYPE_SIZE[tensor.dtype] * 8, 1, 0]);
+  const shape = BigInt64Array.from(dims, (n) => BigInt(n));
+  const dtype = new Uint8Array([DLPACK_CODE[dtypeOfTensor], DTYPE_SIZE[dtypeOfTensor] * 8, 1, 0]);
   const out = new BigUint64Array(1);
-  const status = toDlpack(holder.block, tensor.offset, shape, tensor.shape.length, dtype, 0, out);
+  const status = toDlpack(holder.block, tensorOffset(tensor), shape, dims.length, dtype, 0, out);
   if (status !== Status.MTC_OK) throw fail(status, "toDLPack");
   return Number(out[0]);
 }
@@ -260,7 +265,8 @@ export function fromDLPack(address: number | bigint): DeviceTensor | Tensor {
  */
 export function releaseDLPack(value: DeviceTensor | Tensor | TypedArray): boolean {
   if (value instanceof DeviceTensor) {
-    if (value.disposed || !(holderOf(value) instanceof DLPackHolder)) return false;
+    // Not one of ours (no private state): nothing of fromDLPack's to release.
+    if (!isDeviceTensor(value) || tensorDisposed(value) || !(holderOf(value) instanceof DLPackHolder)) return false;
     value.dispose();
     return true;
   }
@@ -269,14 +275,14 @@ export function releaseDLPack(value: DeviceTensor | Tensor | TypedArray): boolea
 
 /** The host half of {@link releaseDLPack}: true if `value` viewed an imported host tensor, now released. */
 export function releaseHostImport(value: Tensor | ArrayBufferView): boolean {
-  const data = value instanceof Tensor ? value.data : value;
-  const buffer = ArrayBuffer.isView(data) ? data.buffer : undefined;
-  const record = buffer instanceof ArrayBuffer ? hostImports.get(buffer) : undefined;
+  const buffer = bufferUnder(value instanceof Tensor ? value.data : value) as ArrayBuffer | undefined;
+  const record = buffer === undefined ? undefined : hostImports.get(buffer);
   if (buffer === undefined || record === undefined) return false;
-  hostImports.delete(buffer as ArrayBuffer);
+  hostImports.delete(buffer);
   hostRegistry.unregister(record);
-  // Detached first, so no view can read the memory once the producer frees it.
-  if (!(buffer as ArrayBuffer).detached) (buffer as ArrayBuffer).transfer(0);
+  // Detached first (by the engine's own transfer, whatever the buffer's own
+  // properties say), so no view can read the memory once the producer frees it.
+  if (!isDetached(buffer)) detach(buffer);
   deleteManaged(record.managed);
   return true;
 }

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { viewKind } from "../base/views.ts";
+
 /**
  * The element types a tensor can have. "bool" is stored one byte per value
  * (Uint8Array); "bfloat16" as raw bits in a Uint16Array; "float16" in a
@@ -169,6 +171,16 @@ export function naturalDType(view: ArrayBufferView): DType | undefined {
   if (dtype !== undefined) return dtype;
   const kind = typedArrayKind(view);
   return kind === undefined ? undefined : NATURAL_DTYPE[kind];
+}
+
+/**
+ * Bytes of one element of `view`'s storage as the engine made it (a
+ * Float32Array's 4, whatever its own properties say), or undefined when it
+ * is no typed array.
+ */
+export function storageElementBytes(view: unknown): number | undefined {
+  const kind = viewKind(view);
+  return kind !== undefined && Object.hasOwn(NATURAL_DTYPE, kind) ? DTYPE_SIZE[NATURAL_DTYPE[kind]!] : undefined;
 }
 
 /** True when value is a typed array (not a DataView). */

@@ -19,6 +19,7 @@
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { Tensor, trustedTensor } from "./tensor.ts";
+import { bufferUnder, detach, isDetached } from "../base/views.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */
 interface PinnedRef {
@@ -105,9 +106,10 @@ export function hostLeafView(
  */
 export function isPinnedHostOutput(value: unknown): boolean {
   const buffer = bufferOf(value);
-  return buffer !== undefined && pinned.has(buffer) && !buffer.detached;
+  return buffer !== undefined && pinned.has(buffer) && !isDetached(buffer);
 }
 
+/**
 /**
  * @internal For a view of a pinned host output: one new C reference to its
  * block (the caller releases it with mtc_block_release), so that a copy
@@ -115,17 +117,22 @@ export function isPinnedHostOutput(value: unknown): boolean {
  * over, even if the output is released meanwhile. 0 for any other view.
  */
 export function retainPinnedBlock(view: ArrayBufferView): number {
-  const ref = pinned.get(view.buffer as ArrayBuffer);
-  if (ref === undefined || (view.buffer as ArrayBuffer).detached) return 0;
+  const buffer = bufferUnder(view) as ArrayBuffer;
+  const ref = pinned.get(buffer);
+  if (ref === undefined || isDetached(buffer)) return 0;
   library().symbols.mtc_block_retain(ref.block);
   return ref.block;
 }
 
+/**
+ * The pinned buffer that `value` (an ArrayBuffer, a view, a Tensor's data)
+ * shows, found by the engine's own `buffer` (an own property cannot point
+ * elsewhere), or undefined.
+ */
 function bufferOf(value: unknown): ArrayBuffer | undefined {
-  if (value instanceof ArrayBuffer) return value;
   if (value instanceof Tensor) value = value.data;
-  if (ArrayBuffer.isView(value) && value.buffer instanceof ArrayBuffer) return value.buffer;
-  return undefined;
+  const buffer = ArrayBuffer.isView(value) ? bufferUnder(value) : value;
+  return pinned.has(buffer as ArrayBuffer) ? buffer as ArrayBuffer : undefined;
 }
 
 /** @internal Releases the pinned block under one leaf or buffer; true when it released one. */
@@ -137,11 +144,12 @@ export function releasePinned(value: unknown): boolean {
   pinned.delete(buffer);
   // Detached by someone else (transferred): its memory now lives with the
   // transferred buffer; leave the release to the garbage collector.
-  if (buffer.detached) return false;
+  if (isDetached(buffer)) return false;
   // Detaching empties every view of the buffer (length 0), so no array can
   // read the block once it is back in the pool. With a deallocator (Bun),
-  // detaching runs it at once: that drops the reference.
-  buffer.transfer(0);
+  // detaching runs it at once: that drops the reference. The engine's own
+  // transfer: one the caller put on the buffer could leave its views.
+  detach(buffer);
   if (!ref.deallocates) {
     registry.unregister(ref);
     library().symbols.mtc_block_release(ref.block);

@@ -10,6 +10,8 @@
  * @module
  */
 
+import { showValue } from "../base/errors.ts";
+
 /** The scalar shape. */
 export const SCALAR_SHAPE: readonly number[] = Object.freeze([]);
 
@@ -93,4 +95,21 @@ export function checkedShape(shape: unknown): readonly number[] | undefined {
     if (!Number.isSafeInteger(extent) || (extent as number) < 0) return undefined;
   }
   return frozenShape(copy as number[]);
+}
+
+/**
+ * A shape as the caller gave it, for messages: `["4", 2.5, null]`, a
+ * string quoted so that "4" and 4 look different. `shape` is the caller's
+ * copied into a plain array, so that showing it runs none of their code.
+ */
+export function showShape(shape: readonly unknown[]): string {
+  let text = "[";
+  for (let i = 0; i < shape.length; i++) text += (i === 0 ? "" : ", ") + showValue(shape[i]);
+  return `${text}]`;
+}
+
+/** Why a shape of `dtype` with `count` elements is refused: its bytes are no exact number (more than 2^53 - 1). */
+export function tooLarge(shape: readonly number[], dtype: string, count: number, elementSize: number): string | null {
+  if (Number.isSafeInteger(count * elementSize)) return null;
+  return `shape ${showShape(shape)} of ${dtype} is too large: its bytes are more than 2^53 - 1, the most a number holds exactly`;
 }

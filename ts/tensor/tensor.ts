@@ -15,8 +15,8 @@ import {
   typedArrayKind,
   valuesPerElement,
 } from "./dtype.ts";
-import { invalidArgument } from "../base/errors.ts";
-import { frozenShape } from "./shape.ts";
+import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
+import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
 /**
@@ -44,6 +44,14 @@ export let constructedSize: (tensor: Tensor) => number;
  * const active = new Tensor(new Uint8Array(30), [30], "bool");
  * const phases = new Tensor(new Float32Array([1, 0, 0, 1]), [2], "complex64"); // 1, i
  * ```
+ *
+ * The fields describe the caller's memory and may be changed after
+ * construction (they are readonly only by type; a `data` getter, for a
+ * tensor made lazily, is fine): each copy reads `data`, `shape`, `dtype`,
+ * `strides` and `offset` once and checks them against each other and
+ * against the array's length (startCopy: as the engine keeps it, whatever
+ * the array's own properties say). `size` and `byteLength` say what the
+ * constructor found.
  *
  * A strided tensor reads its elements from anywhere in `data`: give its
  * layout (strides and offset in elements). Copies of it are dense.
@@ -111,7 +119,7 @@ export class Tensor {
     }
     const resolved = dtype ?? dtypeOf(data);
     if (!isDType(resolved)) {
-      throw invalidArgument(`unknown dtype ${JSON.stringify(resolved)}`);
+      throw invalidArgument(`unknown dtype ${showValue(resolved)}`);
     }
     if (!storageFits(resolved, kind)) {
       throw invalidArgument(
@@ -119,16 +127,19 @@ export class Tensor {
       );
     }
     if (!Array.isArray(shape)) {
-      throw invalidArgument(`Tensor shape must be an array of integers, got ${describe(shape)}`);
+      throw invalidArgument(`Tensor shape must be an array of integers, got ${showValue(shape)}`);
     }
     shape = shape.slice(); // each extent read once: what is checked is what is kept
     let count = 1;
     for (const extent of shape) {
       if (!Number.isSafeInteger(extent) || extent < 0) {
-        throw invalidArgument(`invalid shape [${shape.join(", ")}]: extents must be integers >= 0`);
+        throw invalidArgument(`invalid shape ${showShape(shape)}: extents must be integers >= 0`);
       }
       count *= extent;
     }
+    // A broadcast layout (stride 0) can name more elements than any storage holds.
+    const large = tooLarge(shape, resolved, count, DTYPE_SIZE[resolved]);
+    if (large !== null) throw invalidArgument(large);
     let strides: readonly number[] | undefined;
     let offset = 0;
     if (layout === undefined) {
@@ -145,6 +156,7 @@ export class Tensor {
         );
       }
     } else {
+      checkOptionNames(layout, LAYOUT_FIELDS, "Tensor: ", "the layout", "layout field");
       // Read once, like the shape: what is checked is what is kept.
       const given = layout.strides;
       const checked = given === undefined ? denseStrides(shape) : Array.isArray(given) ? given.slice() : given;
@@ -177,6 +189,8 @@ export class Tensor {
     return this.#size * DTYPE_SIZE[this.dtype];
   }
 }
+
+const LAYOUT_FIELDS: readonly string[] = ["strides", "offset"];
 
 /** True only inside {@link trustedTensor}. */
 let trusting = false;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/error.h"
 
 /* Classes 64 KiB << 0 .. 64 KiB << 33 (512 TiB) cover every size we take. */
@@ -36,21 +37,9 @@ static int size_class(size_t bytes, size_t *class_bytes) {
 /* MTC_PINNED_LIMIT: decimal bytes with an optional k/m/g/t (binary)
  * suffix; 0 when unset or malformed (the default then applies). */
 static uint64_t env_limit(void) {
-  const char *s = getenv("MTC_PINNED_LIMIT");
-  if (s == NULL || s[0] < '0' || s[0] > '9') return 0;
-  char *end;
-  unsigned long long value = strtoull(s, &end, 10);
-  int shift = 0;
-  switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
-  }
-  if (*end != '\0' || value > (MTC_PINNED_MAX_LIMIT >> shift)) return 0;
-  uint64_t bytes = (uint64_t)value << shift;
-  return bytes >= MTC_PINNED_MIN_LIMIT ? bytes : 0;
+  uint64_t bytes;
+  if (!mtc_parse_bytes(getenv("MTC_PINNED_LIMIT"), &bytes)) return 0;
+  return bytes >= MTC_PINNED_MIN_LIMIT && bytes <= MTC_PINNED_MAX_LIMIT ? bytes : 0;
 }
 
 size_t mtc_pinned_class_bytes(size_t bytes) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "base/spin.h"
 #include "cuda/driver.h"
 
@@ -32,8 +33,7 @@ static pthread_once_t read_once = PTHREAD_ONCE_INIT;
 static int enabled;
 
 static void read_setting(void) {
-  const char *value = getenv("MTC_TRACE");
-  enabled = value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
+  enabled = mtc_env_flag("MTC_TRACE") == 1; /* "off", "false", "2": off */
 }
 
 mtc_trace *mtc_trace_open(uint64_t origin_ns) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "base/keep_loaded.h"
 #include "base/spin.h"
 #include "cuda/device.h"
@@ -41,16 +42,12 @@ static staging_job *queue_head, *queue_tail;
 static atomic_size_t queued_jobs;
 
 static void configure(void) {
-  long threads = 0;
-  const char *env = getenv("MTC_STAGING_THREADS");
-  if (env != NULL && env[0] != '\0') {
-    char *end;
-    threads = strtol(env, &end, 10);
-    if (*end != '\0') threads = 0;
-  }
-  if (threads <= 0) {
+  uint64_t threads = 0;
+  /* Unset, 0 or malformed ("-2", " 4"): the default. */
+  if (!mtc_parse_count(getenv("MTC_STAGING_THREADS"), &threads)) threads = 0;
+  if (threads == 0) {
     long hardware = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = hardware > 0 ? hardware : 1;
+    threads = hardware > 0 ? (uint64_t)hardware : 1;
     if (threads > 8) threads = 8;
   }
   if (threads > MAX_POOL_THREADS) threads = MAX_POOL_THREADS;
