@@ -19,6 +19,7 @@ import {
   disposeAll,
   isPinnedHostOutput,
   MtcError,
+  poolStats,
   releaseHostOutput,
   startCopy,
   Stream,
@@ -224,4 +225,26 @@ rule("a host side's own length, byteLength, buffer or subarray is not believed: 
   await copyInto({ v: src }, { v: out });
   assertEquals(Array.from(out), [1, 2]);
   disposeAll(onGpu);
+});
+
+rule("a getter that disposes a DeviceTensor the walk already read (a destination of copyInto, a source of startCopy) frees nothing the copy uses", async () => {
+  const data = filled(64, 3);
+  const before = poolStats().blocksLive;
+  for (const useBackgroundThread of [true, false]) {
+    const target = await startCopy({ v: new Float32Array(64) }, "cuda:0") as unknown as { v: DeviceTensor };
+    const spare = await startCopy({ v: new Float32Array(64) }, "cuda:0") as unknown as { v: DeviceTensor };
+    // copyInto: the source's later key disposes the first destination, already walked.
+    const source = { v: data, get w() { target.v.dispose(); return filled(64, 4); } };
+    const h = copyInto(source, { v: target.v, w: spare.v }, { useBackgroundThread });
+    assert(target.v.disposed, "the getter ran");
+    await h; // the block lived until the copy was over
+    // startCopy: a later leaf's getter disposes an earlier DeviceTensor source.
+    const onGpu = await startCopy({ a: data }, "cuda:0") as unknown as { a: DeviceTensor };
+    const batch = { a: onGpu.a, get b() { onGpu.a.dispose(); return new Float32Array(4); } };
+    const back = await startCopy(batch, "cpu", { useBackgroundThread }) as unknown as { a: Float32Array };
+    assertEquals(Array.from(back.a), Array.from(data), "read whole although disposed meanwhile");
+    releaseHostOutput(back);
+    disposeAll([spare]);
+  }
+  assertEquals(poolStats().blocksLive, before, "every block given back once the copies were over");
 });
