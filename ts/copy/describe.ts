@@ -133,7 +133,7 @@ function describeHost(
   else if (isResizable(buffer)) data = viewSlice(data);
   const i = t.count++;
   t.views.push(data);
-  t.holdPinned(data); // a pinned output released in flight stays out of the pool
+  t.holdPinned(buffer); // a pinned output released in flight stays out of the pool
   // .buffer was read just above (Bun: the view's storage is pinned)
   writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize);
   const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
@@ -175,7 +175,7 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   const i = t.count++;
   t.leaves.push(leaf);
   t.views.push(view);
-  t.holdPinned(view);
+  t.holdPinned(viewBuffer(view));
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
   return placeResult(t, shape, dtype, bytes, parent, key);

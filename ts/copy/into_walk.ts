@@ -284,8 +284,8 @@ class PairWalk {
     this.destinationViews.push(dst.view);
     share(t, s);
     share(t, d);
-    if (src.view !== undefined) t.holdPinned(src.view);
-    if (dst.view !== undefined) t.holdPinned(dst.view);
+    if (src.view !== undefined) t.holdPinned(viewBuffer(src.view));
+    if (dst.view !== undefined) t.holdPinned(viewBuffer(dst.view));
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
     const size = DTYPE_SIZE[src.dtype];
     t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);

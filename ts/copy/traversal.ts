@@ -107,9 +107,9 @@ export class Traversal {
     }
   }
 
-  /** Holds the pinned block under host view `view`, if it is a pinned output, until dropShares. */
-  holdPinned(view: ArrayBufferView): void {
-    const block = retainPinnedBlock(view);
+  /** Holds the pinned block under `buffer` (a host leaf's), if it is a pinned output's, until dropShares. */
+  holdPinned(buffer: ArrayBufferLike): void {
+    const block = retainPinnedBlock(buffer);
     if (block !== 0) (this.pinnedBlocks ??= []).push(block);
   }
 }

@@ -111,15 +111,15 @@ export function isPinnedHostOutput(value: unknown): boolean {
 
 /**
 /**
- * @internal For a view of a pinned host output: one new C reference to its
- * block (the caller releases it with mtc_block_release), so that a copy
- * reading or writing the view keeps the block out of the pool until it is
- * over, even if the output is released meanwhile. 0 for any other view.
+ * @internal For the buffer of a pinned host output: one new C reference to
+ * its block (the caller releases it with mtc_block_release), so that a copy
+ * reading or writing its views keeps the block out of the pool until it is
+ * over, even if the output is released meanwhile. 0 for any other buffer
+ * (one lookup: this runs for every host leaf of a copy).
  */
-export function retainPinnedBlock(view: ArrayBufferView): number {
-  const buffer = bufferUnder(view) as ArrayBuffer;
-  const ref = pinned.get(buffer);
-  if (ref === undefined || isDetached(buffer)) return 0;
+export function retainPinnedBlock(buffer: ArrayBufferLike): number {
+  const ref = pinned.get(buffer as ArrayBuffer);
+  if (ref === undefined || isDetached(buffer as ArrayBuffer)) return 0;
   library().symbols.mtc_block_retain(ref.block);
   return ref.block;
 }
