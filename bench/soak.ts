@@ -21,7 +21,7 @@
 import { cudaUnavailableReason, type Device, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
-import { collect, memory, mib } from "./memory.ts";
+import { collect, mib, type Sample, takeSample } from "./memory.ts";
 
 const MIB = 2 ** 20;
 const NATIVE_SLACK = 16 * MIB;
@@ -43,18 +43,6 @@ if (noCuda !== undefined) {
   exit(1);
 }
 
-interface Sample {
-  copies: number;
-  seconds: number;
-  rss: number;
-  native: number;
-  heapUsed: number;
-  plansLive: number;
-  blocksLive: number;
-  deviceBytesLive: number;
-  pinnedCached: number;
-  pinnedInUse: number;
-}
 
 console.log(`soak: ${runtimeName()}, libmtc ${libraryVersion()}, ${copies} copies of the example batch to ${device}`);
 const every = Math.max(1, Math.floor(copies / rows));
@@ -85,7 +73,7 @@ for (let i = 1; i <= copies; i++) {
   if (i % every === 0 || i === copies) {
     collect();
     await new Promise((resolve) => setTimeout(resolve, 0));
-    const sample = takeSample(i);
+    const sample = takeSample(i, (performance.now() - t0) / 1000);
     samples.push(sample);
     printRow(sample);
     for (const key of ["plansLive", "blocksLive", "deviceBytesLive", "pinnedInUse"] as const) {
@@ -118,22 +106,6 @@ console.log("PASS: no growth after warm-up, pools back to baseline at every samp
 
 // ------------------------------------------------------------- helpers
 
-function takeSample(done: number): Sample {
-  const m = memory();
-  const s = poolStats();
-  return {
-    copies: done,
-    seconds: (performance.now() - t0) / 1000,
-    rss: m.rss,
-    native: m.rss - m.heapTotal,
-    heapUsed: m.heapUsed,
-    plansLive: s.plansLive,
-    blocksLive: s.blocksLive,
-    deviceBytesLive: s.deviceBytesLive,
-    pinnedCached: s.pinnedBytesCached,
-    pinnedInUse: s.pinnedBytesInUse,
-  };
-}
 
 /** The first leaf whose bytes differ, or null. */
 function compare(actual: unknown, expected: unknown): string | null {

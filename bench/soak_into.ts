@@ -27,7 +27,7 @@
 import { copyInto, cudaDeviceCount, cudaUnavailableReason, DeviceTensor, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { seededRandom } from "../examples/example_batch.ts";
-import { canCollect, collect, memory, mib } from "./memory.ts";
+import { canCollect, collect, memory, mib, type Sample, takeSample } from "./memory.ts";
 
 const GROWTH_LIMIT = 0.05;
 /** Leaves above 16 KiB are copied on their own, smaller ones packed: small batches still take both paths. */
@@ -137,19 +137,6 @@ for (const [i, [from, to]] of DIRECTIONS.entries()) {
 
 // ------------------------------------------------------------- the soak
 
-interface Sample {
-  copies: number;
-  seconds: number;
-  rss: number;
-  native: number;
-  heapTotal: number;
-  heapUsed: number;
-  plansLive: number;
-  blocksLive: number;
-  deviceBytesLive: number;
-  pinnedCached: number;
-  pinnedInUse: number;
-}
 
 const baseline = poolStats();
 const every = Math.max(lanes.length, Math.floor(copies / rows));
@@ -169,7 +156,7 @@ console.log(
 );
 const t0 = performance.now();
 printHeader();
-samples.push(takeSample(0));
+samples.push(takeSample(0, (performance.now() - t0) / 1000));
 printRow(samples[0]!);
 for (let round = 0; done < copies; round++) {
   const mode: Mode = modeArg === "mixed" ? MODES[round % MODES.length]! : (modeArg as Mode);
@@ -181,7 +168,7 @@ for (let round = 0; done < copies; round++) {
     nextSample += every;
     collect();
     await tick();
-    samples.push(takeSample(done));
+    samples.push(takeSample(done, (performance.now() - t0) / 1000));
     printRow(samples[samples.length - 1]!);
     if (maxSeconds > 0 && (performance.now() - t0) / 1000 >= maxSeconds && done < copies) {
       stoppedEarly = true;
@@ -310,23 +297,6 @@ function report(): void {
   disposeAll([lanes.map((l) => [l.source, l.destination]), dropLanes.map((l) => [l.source, l.destination])]);
 }
 
-function takeSample(n: number): Sample {
-  const m = memory();
-  const s = poolStats();
-  return {
-    copies: n,
-    seconds: (performance.now() - t0) / 1000,
-    rss: m.rss,
-    native: m.rss - m.heapTotal,
-    heapTotal: m.heapTotal,
-    heapUsed: m.heapUsed,
-    plansLive: s.plansLive,
-    blocksLive: s.blocksLive,
-    deviceBytesLive: s.deviceBytesLive,
-    pinnedCached: s.pinnedBytesCached,
-    pinnedInUse: s.pinnedBytesInUse,
-  };
-}
 
 function printHeader(): void {
   console.log(
