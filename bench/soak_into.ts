@@ -27,7 +27,7 @@
 import { copyInto, cudaDeviceCount, cudaUnavailableReason, DeviceTensor, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { seededRandom } from "../examples/example_batch.ts";
-import { canCollect, collect, memory, mib, type Sample, takeSample } from "./memory.ts";
+import { canCollect, collect, mib, type Sample, takeSample } from "./memory.ts";
 
 const GROWTH_LIMIT = 0.05;
 /** Leaves above 16 KiB are copied on their own, smaller ones packed: small batches still take both paths. */
