@@ -127,6 +127,13 @@ rule("GPU -> host: the destination is written by ready(), not when the copy comp
       assertEquals(poolStats().plansLive, plans, "the dropped handle's plan was released");
     }
     assert(dropped.every((v) => v === 0), "written by a dropped handle");
+    // Host -> host likewise: written by get(), not by the library's thread.
+    const hostOut = new Float32Array(4096);
+    const hh = copyInto({ v: source }, { v: hostOut });
+    await tick(30);
+    assert(hostOut.every((v) => v === 0), "host -> host written before get()");
+    hh.get();
+    assertEquals(Array.from(hostOut), Array.from(source));
     // Disposed: never written.
     const disposed = new Float32Array(4096);
     copyInto(onGpu, { v: disposed }).dispose();
@@ -151,13 +158,19 @@ rule("two copies into one destination leave the later one's bytes, whatever path
     await h2;
     await h1;
     if ((target.v.toHost() as Float32Array)[0] !== second[0]) wrong++;
-    // Host destination: awaited in reverse order.
+    // Host destination: awaited in reverse order, from the GPU and from the host.
     const out = new Float32Array(256);
     const g1 = copyInto({ v: onGpu.a }, { v: out });
     const g2 = copyInto({ v: onGpu.b }, { v: out });
     await g2;
     await g1;
     if (out[0] !== second[0]) wrong++;
+    const fromHost = new Float32Array(256);
+    const k1 = copyInto({ v: first }, { v: fromHost });
+    const k2 = copyInto({ v: second }, { v: fromHost }, { useBackgroundThread: false });
+    k2.get();
+    k1.get();
+    if (fromHost[0] !== second[0]) wrong++;
   }
   assertEquals(wrong, 0, "rounds that ended with the earlier copy's bytes");
   stream.dispose();
