@@ -37,7 +37,7 @@ export interface PoolReport {
 export function printTable(rows: ScenarioResult[], emulated: boolean, title = "results"): void {
   const stats = poolStats();
   const where = emulated ? " (emulated driver: host memcpy, not a GPU)" : "";
-  console.log(`\n${title}${where}: ${runtimeName()}, ${rows.length ? "" : "no scenarios"}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
+  console.log(`\n${title}${where}: ${runtimeName()}, ${rows.length ? "" : "no scenarios; "}pools: pinned cached ${stats.pinnedBytesCached} B, device live ${stats.deviceBytesLive} B`);
   console.log("scenario  leaves  bytes        library median (p10–p90)   naive per-leaf   floor      library/naive  library/floor");
   for (const r of rows) {
     console.log(
