@@ -50,12 +50,12 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
-for f in package.json README.md dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
+for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
 unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&

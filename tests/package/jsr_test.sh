@@ -20,10 +20,10 @@ grep -q "Success Dry run complete" <<<"$out" || fail "the dry run did not comple
 
 files=$(sed -n 's|^ *file://'"$PWD"'/\([^ ]*\) (.*|\1|p' <<<"$out" | sort)
 [ -n "$files" ] || fail "no file list in the dry run's output"
-for f in deno.json README.md ts/mod.ts ts/ffi/library.ts ts/ffi/symbols.ts; do
+for f in deno.json README.md LICENSE ts/mod.ts ts/ffi/library.ts ts/ffi/symbols.ts; do
   grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
 done
-others=$(grep -vE '^(deno\.json|README\.md|ts/.+\.ts)$' <<<"$files" || true)
+others=$(grep -vE '^(deno\.json|README\.md|LICENSE|ts/.+\.ts)$' <<<"$files" || true)
 [ -z "$others" ] || fail "the package would publish files outside ts/: $others"
 ! grep -qxF ts/testing.ts <<<"$files" || fail "ts/testing.ts (test helpers) would be published"
-echo "jsr test: $(wc -l <<<"$files") files (deno.json, README.md, ts/); no slow types"
+echo "jsr test: $(wc -l <<<"$files") files (deno.json, README.md, LICENSE, ts/); no slow types"
