@@ -114,6 +114,7 @@ rule("GPU -> host: the destination is written by ready(), not when the copy comp
     assert(out.every((v) => v === 0), "written before ready()");
     assert(h.ready(), "the copy is over");
     assertEquals(Array.from(out), Array.from(source));
+    h.dispose(); // ready() keeps the plan until get(), dispose() or collection
     // Dropped without waiting: never written, also once its backstop released it.
     const dropped = new Float32Array(4096);
     const plans = poolStats().plansLive;
