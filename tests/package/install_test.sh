@@ -122,8 +122,11 @@ expect_output "no CUDA device (could not load the CUDA driver /nonexistent/libcu
 expect_output "cpu [ 30, 4 ] cam1" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "${DENO_RUN[@]}" readme_first.ts
 expect_output "cuda:0 [ 30, 4 ] cam1" env MTC_CUDA_DRIVER="$FAKE" "$BUN" readme_first.ts
 expect_output "cuda:0 [ 30, 4 ] cam1" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" readme_first.ts
-step "Deno without --allow-ffi: the error says which flag"
-expect_output "run deno with --allow-ffi" "$DENO" run --no-prompt smoke.ts --expect-error "Requires ffi access"
+step "Deno without --allow-ffi, or with it scoped to the library's path: one error that says which flags"
+expect_output "run deno with --allow-ffi, --allow-env and --allow-read" "$DENO" run --no-prompt smoke.ts \
+  --expect-error "Deno's FFI permission is not granted"
+expect_output "with no path after --allow-ffi" "$DENO" run --no-prompt --allow-env --allow-read \
+  --allow-ffi="$APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so" smoke.ts --expect-error "covers only"
 
 step "the packed bindings check the library's version"
 for v in "990000 99.0.0" "200 0.2.0"; do

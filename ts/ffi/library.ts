@@ -98,12 +98,30 @@ function buildHint(): string {
   return "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
 }
 
+const DENO_FLAGS = "run deno with --allow-ffi, --allow-env and --allow-read (the last two let MTC_LIBRARY_PATH and the lookup work)";
+
+/**
+ * Deno: why the FFI permission these bindings need is missing, or
+ * undefined. They need it unscoped: `--allow-ffi=<file>` lets Deno open the
+ * library but not read the C strings and pointers it returns, which failed
+ * at the first call with a bare NotCapable.
+ */
+function denoPermissionProblem(path: string): string | undefined {
+  if (runtime !== "deno") return undefined;
+  type Query = (d: { name: "ffi"; path?: string }) => { state: string };
+  const query = (globalThis as unknown as { Deno?: { permissions?: { querySync?: Query } } }).Deno?.permissions?.querySync;
+  if (query === undefined || query({ name: "ffi" }).state === "granted") return undefined;
+  if (query({ name: "ffi", path }).state === "granted") {
+    return `Deno's FFI permission covers only ${path}, but the bindings also read the C strings and pointers ` +
+      `libmtc returns, which needs it unscoped: ${DENO_FLAGS}, with no path after --allow-ffi`;
+  }
+  return `Deno's FFI permission is not granted: ${DENO_FLAGS}`;
+}
+
 /** The hint for a load error: Deno's missing permission, or how to get a library. */
 function loadHint(cause: unknown): string {
   const name = (cause as { name?: string } | null)?.name;
-  if (runtime === "deno" && (name === "NotCapable" || name === "PermissionDenied")) {
-    return "run deno with --allow-ffi (and --allow-env, --allow-read so that MTC_LIBRARY_PATH and the lookup work)";
-  }
+  if (runtime === "deno" && (name === "NotCapable" || name === "PermissionDenied")) return DENO_FLAGS;
   return buildHint();
 }
 
@@ -202,6 +220,8 @@ export function loadLibrary(path?: string): MtcLibrary {
       { cause },
     );
   };
+  const denied = denoPermissionProblem(path);
+  if (denied !== undefined) throw new MtcError(Status.MTC_ERR_UNSUPPORTED, `cannot use libmtc at ${path} (${source}): ${denied}`);
   // The version first, through a table of one function: a library of
   // another version may lack functions these bindings need.
   let probe: ReturnType<FfiBackend["open"]>;
