@@ -131,3 +131,17 @@ allocTest("a zeros tensor is a copy source like any other", () => {
   disposeAll(back);
   z.dispose();
 });
+
+allocTest("a disposed tensor gives out no address; what it was stays readable", async () => {
+  const made = DeviceTensor.zeros([4, 2], "float32", "cuda:1");
+  const copied = (await startCopy({ v: new Int16Array(6) }, "cuda:0") as unknown as { v: DeviceTensor }).v;
+  for (const t of [made, copied]) {
+    assert(t.address !== 0, "a live tensor has its address");
+    t.dispose();
+    const e = assertThrows(() => t.address, MtcError, "was disposed: its address is no longer valid");
+    assertSame(e.code, "MTC_ERR_INVALID_STATE");
+    assertThrows(() => t.toHost(), MtcError, "disposed");
+    assert(t.disposed, "disposed");
+    assert(t.shape.length > 0 && typeof t.dtype === "string" && t.device.startsWith("cuda:"), "shape, dtype and device stay readable");
+  }
+});

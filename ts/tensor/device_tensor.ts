@@ -148,8 +148,17 @@ export class DeviceTensor {
     this.#holder = holder;
   }
 
-  /** The device pointer (CUdeviceptr) of the first element; 0 for an empty tensor. */
+  /**
+   * The device pointer (CUdeviceptr) of the first element; 0 for an empty
+   * tensor. Throws MtcError (MTC_ERR_INVALID_STATE) once the tensor is
+   * disposed: its memory may already belong to another tensor, so a stale
+   * pointer is never handed out (shape, dtype, device and `disposed` stay
+   * readable).
+   */
   get address(): number {
+    if (this.#disposed) {
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this DeviceTensor (${deviceName(this.#device)}) was disposed: its address is no longer valid`);
+    }
     return this.#address;
   }
 
