@@ -266,3 +266,25 @@ rule("a getter that disposes a DeviceTensor the walk already read (a destination
   }
   assertEquals(poolStats().blocksLive, before, "every block given back once the copies were over");
 });
+
+rule("user code inside copyInto's walk: a destination it detaches is refused when the bytes would land; a copy it starts into the same destination is superseded by the outer one, submitted after it", async () => {
+  const onGpu = await startCopy({ a: filled(16, 1), b: filled(16, 2) }, "cuda:0") as unknown as { a: DeviceTensor; b: DeviceTensor };
+  // A later key's getter transfers the destination walked before it.
+  const early = new Float32Array(16);
+  // Refused when the bytes would land, or at submit where host addresses are read in bulk then (Deno).
+  let refused: unknown;
+  try {
+    await copyInto({ a: onGpu.a, get b() { early.buffer.transfer(); return onGpu.b; } }, { a: early, b: new Float32Array(16) });
+  } catch (e) {
+    refused = e;
+  }
+  assert(refused instanceof MtcError && refused.message.startsWith(".a: "), String(refused));
+  // A getter that runs another copyInto into the same destination: the outer copy is submitted last, and wins.
+  const out = new Float32Array(16);
+  let inner: ReturnType<typeof copyInto> | undefined;
+  const outer = copyInto({ get v() { inner = copyInto({ v: onGpu.a }, { v: out }); return onGpu.b; } }, { v: out });
+  await outer;
+  await inner!;
+  assertEquals(Array.from(out), Array.from(filled(16, 2)));
+  disposeAll(onGpu);
+});

@@ -112,7 +112,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       status = sym.mtc_plan_submit(plan);
       if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
       if (w.target === DEVICE_CPU) {
-        record.hostInto = hostDestinations(w.destinationViews);
+        record.hostInto = hostDestinations(w.destinationViews, w.destinationWords);
         supersede(lib, record);
       }
     } catch (e) {

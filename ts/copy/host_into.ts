@@ -21,10 +21,16 @@ import type { TypedArray } from "../tensor/dtype.ts";
 import { type HostDestinations, pendingHostInto, type PlanRecord } from "./plan_record.ts";
 import { leafPath } from "./traversal.ts";
 
-/** The host destinations of a walk, as a record keeps them: each view and its byte length now. */
-export function hostDestinations(views: (TypedArray | undefined)[]): HostDestinations {
+const LEAF_WORDS = 10; // sizeof(mtc_leaf) / 4
+
+/**
+ * The host destinations of a walk, as a record keeps them: each view and
+ * its byte length as the walk read it (from its mtc_leaf descriptor), so a
+ * destination detached by user code later in the same walk is caught too.
+ */
+export function hostDestinations(views: (TypedArray | undefined)[], words: Uint32Array): HostDestinations {
   const lengths = new Array<number>(views.length);
-  for (let i = 0; i < views.length; i++) lengths[i] = views[i] === undefined ? 0 : viewByteLength(views[i]);
+  for (let i = 0; i < views.length; i++) lengths[i] = words[i * LEAF_WORDS + 2]! + words[i * LEAF_WORDS + 3]! * 4294967296;
   return { views, lengths };
 }
 
