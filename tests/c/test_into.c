@@ -10,6 +10,7 @@
 #include "check.h"
 #include "fake_symbols.h"
 #include "helpers.h"
+#include "readback.h"
 
 static unsigned long long (*kernel_launches)(void);
 static int32_t device_count;
@@ -47,20 +48,6 @@ static mtc_plan *upload(int32_t device, uint8_t **data, uint64_t count, int no_p
   CHECK_OK(mtc_plan_wait(plan));
   CHECK_OK(mtc_plan_results(plan, 0, count, out));
   return plan;
-}
-
-/* Reads device memory back through a plain device->host plan. */
-static void download(int32_t device, uint64_t address, uint64_t bytes, uint8_t *out) {
-  mtc_leaf leaf = make_leaf(address, bytes, 1, device);
-  mtc_plan *plan = NULL;
-  mtc_leaf_result result;
-  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &plan));
-  CHECK_OK(mtc_plan_add_leaves(plan, &leaf, 1));
-  CHECK_OK(mtc_plan_submit(plan));
-  CHECK_OK(mtc_plan_wait(plan));
-  CHECK_OK(mtc_plan_results(plan, 0, 1, &result));
-  memcpy(out, (const void *)(uintptr_t)result.address, (size_t)bytes);
-  mtc_plan_release(plan);
 }
 
 static uint8_t **random_leaves(void) {

@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "helpers.h"
+#include "readback.h"
 
 static int32_t device_count;
 
@@ -55,22 +56,8 @@ static mtc_block *device_block(int32_t device, const uint8_t *data, uint64_t byt
   *address = info.address;
   mtc_leaf leaf = make_leaf(host_address(data), bytes, 1, MTC_DEVICE_CPU);
   mtc_leaf dst = make_leaf(info.address, bytes, 1, device);
-  CHECK_OK(submit_into(&leaf, &dst, 1, device, 0, NULL) == MTC_OK ? MTC_OK : MTC_ERR_INTERNAL);
+  CHECK_OK(submit_into(&leaf, &dst, 1, device, 0, NULL));
   return block;
-}
-
-/* Device memory back to the host, by a plain plan. */
-static void download(int32_t device, uint64_t address, uint64_t bytes, uint8_t *out) {
-  mtc_leaf leaf = make_leaf(address, bytes, 1, device);
-  mtc_plan *plan = NULL;
-  mtc_leaf_result result;
-  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &plan));
-  CHECK_OK(mtc_plan_add_leaves(plan, &leaf, 1));
-  CHECK_OK(mtc_plan_submit(plan));
-  CHECK_OK(mtc_plan_wait(plan));
-  CHECK_OK(mtc_plan_results(plan, 0, 1, &result));
-  memcpy(out, (const void *)(uintptr_t)result.address, (size_t)bytes);
-  mtc_plan_release(plan);
 }
 
 /* Leaves a and b of `bytes` each at the two addresses, on `device`. */
