@@ -100,8 +100,15 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   ready(): boolean {
     if (this.#finished >= 0 || this.#record === null || this.#disposed) return true;
     const record = this.#record;
-    if (record.hostInto !== undefined && this.#destinationsGone(record)) return true;
-    const status = library().symbols.mtc_plan_poll(record.plan);
+    const sym = library().symbols;
+    if (record.hostInto !== undefined) {
+      // Its destinations are checked once, when the device work is over,
+      // just before the poll that writes them; not on every poll meanwhile.
+      const pollDevice = sym.mtc_plan_poll_device;
+      if (pollDevice !== undefined && pollDevice(record.plan) === Status.MTC_IN_PROGRESS) return false;
+      if (this.#destinationsGone(record)) return true;
+    }
+    const status = sym.mtc_plan_poll(record.plan);
     if (status === Status.MTC_IN_PROGRESS) return false;
     this.#finished = status;
     pendingHostInto.delete(record);
