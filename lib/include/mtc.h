@@ -176,7 +176,14 @@ MTC_API void mtc_options_init(mtc_options *options);
 /* mtc_leaf.flags */
 enum {
   /* Never pack this leaf: copy it into a block of its own. */
-  MTC_LEAF_NO_PACK = 1u
+  MTC_LEAF_NO_PACK = 1u,
+  /* The leaf may lie in pinned host memory of the library's (a block of
+   * mtc_host_block_alloc, or a pinned host output of a copy): the plan
+   * looks it up at submit and, when found, DMAs it in place instead of
+   * staging it (see "pinned host memory" below). A leaf not found is staged
+   * as usual. Only a hint: a lookup costs a little, so leave it off for
+   * leaves known to be pageable. */
+  MTC_LEAF_PINNED = 2u
 };
 
 /* One tensor to copy: a run of bytes (or rows of bytes) in host memory or
@@ -254,7 +261,11 @@ enum {
    * and block is NULL. Nothing was copied. */
   MTC_RESULT_REUSED = 1u,
   /* The leaf was packed into a chunk shared with other leaves. */
-  MTC_RESULT_PACKED = 2u
+  MTC_RESULT_PACKED = 2u,
+  /* The leaf was read (or written) in place in pinned host memory of the
+   * library's, with no staging copy; with PACKED, its block holds the
+   * neighbours it lay next to, at the same distances as on the host. */
+  MTC_RESULT_DIRECT = 4u
 };
 
 /* Where one leaf landed. 32 bytes. */
@@ -473,6 +484,10 @@ typedef struct mtc_stats {
                                        limit was last set */
   uint64_t pinned_limit_waits;   /* staging requests that found the pool at
                                     its limit and waited */
+  /* 112 bytes up to here (what earlier builds of 0.1 wrote). */
+  uint64_t pinned_held_bytes;    /* pinned memory held by the caller
+                                    (mtc_host_block_alloc) now */
+  uint64_t pinned_held_limit_bytes; /* its limit */
 } mtc_stats;
 
 /* Writes the counters to *out. out->struct_size must be set, to at least
@@ -627,6 +642,10 @@ typedef struct mtc_plan_stats {
   uint64_t submit_ns;           /* host time from submit to last enqueue
                                    (a background submission's wait in the
                                    queue included) */
+  /* 96 bytes up to here (what earlier builds of 0.1 wrote). */
+  uint64_t leaves_direct;       /* leaves read or written in place in pinned
+                                   memory (MTC_RESULT_DIRECT) */
+  uint64_t bytes_staged;        /* bytes memcpy'd into staging */
 } mtc_plan_stats;
 
 /* Writes the plan's stats to *out (out->struct_size must be set). Counts are
@@ -920,6 +939,52 @@ enum {
 MTC_API mtc_status mtc_device_block_alloc(int32_t device, uint64_t bytes,
                                           uint32_t flags,
                                           mtc_block **out_block);
+
+/* ----------------------------------------------------- pinned host memory */
+
+/* Allocates `bytes` (> 0) of page-locked host memory as a new block with
+ * one reference, written to *out_block (mtc_block_get_info gives its
+ * address; the capacity is rounded up to the pinned pool's size classes,
+ * powers of two from 64 KiB, and comes from the pool when an idle buffer
+ * fits). `device` is the CUDA device whose context allocates it; the
+ * memory is usable by every device. Its contents are undefined.
+ *
+ * The caller fills it and adds leaves inside it with MTC_LEAF_PINNED: a
+ * copy to a device then DMAs them from where they lie, with no staging
+ * copy; leaves lying near each other in one block go as one DMA, into one
+ * device block that keeps their distances. A copy into destinations inside
+ * it (mtc_plan_add_leaves_into, from a device) writes them in place by the
+ * GPU, with no copy-out. Such copies read or write the memory after
+ * mtc_plan_submit returns, until the plan's completion: writing it
+ * meanwhile changes what is copied. mtc_block_busy says when it may be
+ * written again. A copy holds a reference to the block until it is over.
+ *
+ * What callers hold this way counts against its own limit, not the
+ * pinned pool's (staging would otherwise wait for memory only the caller
+ * can give back): mtc_set_pinned_held_limit, default a quarter of the
+ * physical memory, at most 8 GiB, or MTC_PINNED_HELD_LIMIT (bytes, k/m/g/t
+ * suffixes). Errors: MTC_ERR_INVALID_ARGUMENT (negative device, 0 bytes),
+ * MTC_ERR_NO_DRIVER / MTC_ERR_NO_DEVICE, MTC_ERR_OUT_OF_MEMORY past that
+ * limit (the message names it) or when the driver has none. Any thread. */
+MTC_API mtc_status mtc_host_block_alloc(int32_t device, uint64_t bytes,
+                                        mtc_block **out_block);
+
+/* 1 while a copy submitted so far reads or writes pinned block `block` in
+ * place (from its mtc_plan_submit until its device work is over, whether
+ * or not anyone polls it), else 0 (also for NULL and blocks of other
+ * kinds). Once it is 0, writes to the memory reach no copy submitted
+ * before. Any thread. */
+MTC_API int32_t mtc_block_busy(mtc_block *block);
+
+/* Blocks until mtc_block_busy(block) would be 0 for the copies submitted
+ * before this call. MTC_ERR_CUDA when the driver reports a failed copy.
+ * Any thread. */
+MTC_API mtc_status mtc_block_wait_idle(mtc_block *block);
+
+/* Sets the limit on pinned memory held through mtc_host_block_alloc
+ * (1 MiB .. 1 PiB, else MTC_ERR_INVALID_ARGUMENT); blocks held already
+ * stay. Any thread. */
+MTC_API mtc_status mtc_set_pinned_held_limit(uint64_t bytes);
 
 /* A CUDA module loaded into a device's primary context: user kernels from
  * PTX text, a cubin or a fatbin, compiled by the driver (no CUDA toolkit at

@@ -8,7 +8,7 @@
 static_assert(sizeof(mtc_leaf) == 40, "mtc_leaf is 40 bytes");
 static_assert(sizeof(mtc_leaf_result) == 32, "mtc_leaf_result is 32 bytes");
 static_assert(sizeof(mtc_options) == 56, "mtc_options is 56 bytes");
-static_assert(sizeof(mtc_stats) == 112, "mtc_stats is 80 bytes");
+static_assert(sizeof(mtc_stats) == 128, "mtc_stats is 128 bytes");
 
 int main() {
   mtc_options from_macro = MTC_OPTIONS_INIT;

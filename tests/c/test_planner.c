@@ -29,7 +29,7 @@ static void test_alignment_per_dtype(void) {
                             host_leaf(sizes[s] * 7, sizes[s])};
       mtc_options o = options_with(alignments[a], 1 << 20);
       mtc_layout layout;
-      CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, &layout));
+      CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, NULL, &layout));
       uint64_t align = alignments[a] > sizes[s] ? alignments[a] : sizes[s];
       align = (align + sizes[s] - 1) / sizes[s] * sizes[s];
       CHECK_EQ_U64(mtc_planner_alignment(alignments[a], sizes[s]), align);
@@ -55,7 +55,7 @@ static void test_chunking(void) {
   for (int i = 0; i < 10; i++) leaves[i] = host_leaf(100, 4);
   mtc_options o = options_with(16, 350);
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 10, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 10, 0, &o, NULL, &layout));
   CHECK_EQ_U64(layout.chunk_count, 4);
   for (int i = 0; i < 10; i++) {
     CHECK(layout.placements[i].kind == MTC_PLACE_PACKED);
@@ -70,7 +70,7 @@ static void test_chunking(void) {
   /* A leaf ending exactly at the limit still fits. */
   mtc_leaf exact[2] = {host_leaf(100, 1), host_leaf(156, 1)};
   o = options_with(16, 268);
-  CHECK_OK(mtc_planner_layout(exact, 2, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(exact, 2, 0, &o, NULL, &layout));
   CHECK_EQ_U64(layout.chunk_count, 1);
   CHECK_EQ_U64(layout.placements[1].offset, 112);
   CHECK_EQ_U64(layout.chunks[0].bytes, 268);
@@ -82,7 +82,7 @@ static void test_mixed_dtypes(void) {
                         host_leaf(16, 16), host_leaf(12, 4)};
   mtc_options o = options_with(1, 1 << 20);
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 5, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 5, 0, &o, NULL, &layout));
   CHECK_EQ_U64(layout.chunk_count, 1);
   const uint64_t expected[5] = {0, 8, 16, 32, 48};
   for (int i = 0; i < 5; i++) {
@@ -100,7 +100,7 @@ static void test_own_and_zero(void) {
   mtc_options o = options_with(16, 1000);
   o.pack_threshold_bytes = 4096; /* the 2000-byte leaf is under it */
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 4, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 4, 0, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_PACKED);
   CHECK(layout.placements[1].kind == MTC_PLACE_OWN); /* larger than a chunk */
   CHECK(layout.placements[2].kind == MTC_PLACE_ZERO);
@@ -112,12 +112,12 @@ static void test_own_and_zero(void) {
 
   /* Zero-byte leaves on the target are still ZERO, not REUSED. */
   mtc_leaf zero = host_leaf(0, 1);
-  CHECK_OK(mtc_planner_layout(&zero, 1, MTC_DEVICE_CPU, &o, &layout));
+  CHECK_OK(mtc_planner_layout(&zero, 1, MTC_DEVICE_CPU, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_ZERO);
   mtc_layout_free(&layout);
 
   /* No leaves at all. */
-  CHECK_OK(mtc_planner_layout(NULL, 0, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(NULL, 0, 0, &o, NULL, &layout));
   CHECK_EQ_U64(layout.chunk_count, 0);
   mtc_layout_free(&layout);
 }
@@ -127,7 +127,7 @@ static void test_packing_switches(void) {
   leaves[1].flags = MTC_LEAF_NO_PACK;
   mtc_options o = MTC_OPTIONS_INIT;
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_PACKED);
   CHECK(layout.placements[1].kind == MTC_PLACE_OWN);
   CHECK(layout.placements[2].kind == MTC_PLACE_PACKED);
@@ -135,7 +135,7 @@ static void test_packing_switches(void) {
   mtc_layout_free(&layout);
 
   o.pack_cpu_tensors = 0;
-  CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 3, 0, &o, NULL, &layout));
   for (int i = 0; i < 3; i++) CHECK(layout.placements[i].kind == MTC_PLACE_OWN);
   CHECK_EQ_U64(layout.chunk_count, 0);
   mtc_layout_free(&layout);
@@ -143,7 +143,7 @@ static void test_packing_switches(void) {
   /* pack_cpu_tensors concerns host leaves only: device leaves still pack. */
   mtc_leaf device_leaves[2] = {host_leaf(64, 4), host_leaf(64, 4)};
   device_leaves[0].device = device_leaves[1].device = 1;
-  CHECK_OK(mtc_planner_layout(device_leaves, 2, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(device_leaves, 2, 0, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_PACKED);
   CHECK(layout.placements[1].kind == MTC_PLACE_PACKED);
   CHECK_EQ_U64(layout.chunk_count, 1);
@@ -155,7 +155,7 @@ static void test_threshold_boundary(void) {
   mtc_leaf leaves[2] = {host_leaf(o.pack_threshold_bytes, 1),
                         host_leaf(o.pack_threshold_bytes + 1, 1)};
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 2, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 2, 0, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_PACKED);
   CHECK(layout.placements[1].kind == MTC_PLACE_OWN);
   mtc_layout_free(&layout);
@@ -171,7 +171,7 @@ static void test_reuse_and_grouping(void) {
   leaves[5].device = 2;
   mtc_options o = MTC_OPTIONS_INIT;
   mtc_layout layout;
-  CHECK_OK(mtc_planner_layout(leaves, 6, 0, &o, &layout));
+  CHECK_OK(mtc_planner_layout(leaves, 6, 0, &o, NULL, &layout));
   CHECK(layout.placements[2].kind == MTC_PLACE_REUSED);
   CHECK_EQ_U64(layout.chunk_count, 3);
   /* Chunks open in order of first appearance: host, cuda:1, cuda:2. */
@@ -191,7 +191,7 @@ static void test_reuse_and_grouping(void) {
   mtc_leaf host[2] = {host_leaf(64, 4), host_leaf(64, 4)};
   host[1].row_count = 4;
   host[1].row_pitch = 32;
-  CHECK_OK(mtc_planner_layout(host, 2, MTC_DEVICE_CPU, &o, &layout));
+  CHECK_OK(mtc_planner_layout(host, 2, MTC_DEVICE_CPU, &o, NULL, &layout));
   CHECK(layout.placements[0].kind == MTC_PLACE_REUSED);
   CHECK(layout.placements[1].kind == MTC_PLACE_PACKED);
   mtc_layout_free(&layout);
@@ -226,7 +226,7 @@ static void test_random_invariants(void) {
       if (rng() % 10 == 0) leaves[i].flags = MTC_LEAF_NO_PACK;
     }
     mtc_layout layout;
-    CHECK_OK(mtc_planner_layout(leaves, count, target, &o, &layout));
+    CHECK_OK(mtc_planner_layout(leaves, count, target, &o, NULL, &layout));
     uint64_t packed_in_chunk[200] = {0};
     for (size_t i = 0; i < count && !bad; i++) {
       const mtc_leaf *leaf = &leaves[i];

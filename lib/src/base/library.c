@@ -12,9 +12,9 @@ _Static_assert(sizeof(mtc_leaf) == 40, "mtc_leaf is 40 bytes");
 _Static_assert(sizeof(mtc_leaf_layout) == 136, "mtc_leaf_layout is 136 bytes");
 _Static_assert(sizeof(mtc_leaf_result) == 32, "mtc_leaf_result is 32 bytes");
 _Static_assert(sizeof(mtc_options) == 56, "mtc_options is 56 bytes");
-_Static_assert(sizeof(mtc_stats) == 112, "mtc_stats is 112 bytes");
+_Static_assert(sizeof(mtc_stats) == 128, "mtc_stats is 128 bytes");
 _Static_assert(sizeof(mtc_block_info) == 32, "mtc_block_info is 32 bytes");
-_Static_assert(sizeof(mtc_plan_stats) == 96, "mtc_plan_stats is 96 bytes");
+_Static_assert(sizeof(mtc_plan_stats) == 112, "mtc_plan_stats is 112 bytes");
 
 MTC_API uint32_t mtc_version_number(void) { return MTC_VERSION_NUMBER; }
 

@@ -45,13 +45,92 @@ static int add_chunk(mtc_layout *layout, size_t *capacity,
   chunk->source_device = source_device;
   chunk->bytes = 0;
   chunk->leaf_count = 0;
+  chunk->direct_address = 0;
   return 0;
+}
+
+/* The direct run being extended in one pinned region: [low, high). */
+typedef struct open_run {
+  uint64_t region;
+  size_t chunk;
+  uint64_t low, high;
+} open_run;
+
+typedef struct direct_runs {
+  open_run *open;
+  size_t count, capacity;
+  size_t last; /* the run the previous leaf joined: the next likely does */
+} direct_runs;
+
+/* Does [low, high) of `region` lie within MTC_DIRECT_GAP_BYTES of run? */
+static int run_near(const open_run *run, const mtc_region *region,
+                    uint64_t low, uint64_t high) {
+  return run->region == region->begin &&
+         high + MTC_DIRECT_GAP_BYTES >= run->low &&
+         low <= run->high + MTC_DIRECT_GAP_BYTES;
+}
+
+/* Places a leaf of `region` into a direct run (its offset is its host
+ * address until finish_runs); -1 when out of memory. */
+static int place_direct(mtc_layout *layout, size_t *chunk_capacity,
+                        direct_runs *runs, const mtc_leaf *leaf,
+                        const mtc_region *region, mtc_placement *place) {
+  uint64_t low = leaf->address & ~(uint64_t)(MTC_DIRECT_ALIGNMENT - 1);
+  if (low < region->begin) low = region->begin;
+  uint64_t high = leaf->address + leaf->bytes;
+  open_run *run = NULL;
+  if (runs->count > 0 && run_near(&runs->open[runs->last], region, low, high)) {
+    run = &runs->open[runs->last];
+  }
+  for (size_t k = 0; run == NULL && k < runs->count; k++) {
+    if (run_near(&runs->open[k], region, low, high)) {
+      run = &runs->open[k];
+      runs->last = k;
+    }
+  }
+  if (run == NULL) {
+    if (add_chunk(layout, chunk_capacity, MTC_DEVICE_CPU) != 0) return -1;
+    if (runs->count == runs->capacity) {
+      size_t grown = runs->capacity ? runs->capacity * 2 : 4;
+      open_run *more = realloc(runs->open, grown * sizeof *more);
+      if (more == NULL) return -1;
+      runs->open = more;
+      runs->capacity = grown;
+    }
+    runs->last = runs->count++;
+    run = &runs->open[runs->last];
+    run->region = region->begin;
+    run->chunk = layout->chunk_count - 1;
+    run->low = low;
+    run->high = high;
+  }
+  if (low < run->low) run->low = low;
+  if (high > run->high) run->high = high;
+  mtc_chunk *chunk = &layout->chunks[run->chunk];
+  chunk->leaf_count++;
+  chunk->direct_address = run->low;
+  chunk->bytes = run->high - run->low;
+  place->kind = MTC_PLACE_PACKED;
+  place->chunk = (uint32_t)run->chunk;
+  place->offset = leaf->address;
+  return 0;
+}
+
+/* Direct leaves' offsets become distances from their run's start. */
+static void finish_runs(mtc_layout *layout) {
+  for (size_t i = 0; i < layout->leaf_count; i++) {
+    mtc_placement *place = &layout->placements[i];
+    if (place->kind != MTC_PLACE_PACKED) continue;
+    const mtc_chunk *chunk = &layout->chunks[place->chunk];
+    if (chunk->direct_address != 0) place->offset -= chunk->direct_address;
+  }
 }
 
 /* reuse: leaves already on the target are placed REUSED (else copied). */
 static mtc_status layout(const mtc_leaf *leaves, size_t count,
                          int32_t target_device, const mtc_options *options,
-                         int reuse, mtc_layout *out) {
+                         int reuse, const mtc_region *regions,
+                         mtc_layout *out) {
   memset(out, 0, sizeof *out);
   out->placements = calloc(count ? count : 1, sizeof *out->placements);
   if (out->placements == NULL) return MTC_ERR_OUT_OF_MEMORY;
@@ -61,6 +140,7 @@ static mtc_status layout(const mtc_leaf *leaves, size_t count,
   /* Source devices are few: a small array of open chunks is enough. */
   open_chunk *open = NULL;
   size_t open_count = 0, open_capacity = 0;
+  direct_runs runs = {NULL, 0, 0, 0};
 
   for (size_t i = 0; i < count; i++) {
     const mtc_leaf *leaf = &leaves[i];
@@ -72,6 +152,15 @@ static mtc_status layout(const mtc_leaf *leaves, size_t count,
     if (reuse && leaf->device == target_device && leaf->row_count <= 1 &&
         !(leaf->flags & MTC_LEAF_STRIDED_INTERNAL)) {
       place->kind = MTC_PLACE_REUSED;
+      continue;
+    }
+    if (regions != NULL && regions[i].begin != 0 &&
+        leaf->device == MTC_DEVICE_CPU && target_device != MTC_DEVICE_CPU &&
+        leaf->row_count <= 1 && !(leaf->flags & MTC_LEAF_STRIDED_INTERNAL)) {
+      if (place_direct(out, &chunk_capacity, &runs, leaf, &regions[i],
+                       place) != 0) {
+        goto out_of_memory;
+      }
       continue;
     }
     if (!mtc_planner_packable(leaf, options)) {
@@ -120,24 +209,28 @@ static mtc_status layout(const mtc_leaf *leaves, size_t count,
     place->offset = offset;
   }
   free(open);
+  free(runs.open);
+  if (runs.count > 0) finish_runs(out);
   return MTC_OK;
 
 out_of_memory:
   free(open);
+  free(runs.open);
   mtc_layout_free(out);
   return MTC_ERR_OUT_OF_MEMORY;
 }
 
 mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
                               int32_t target_device,
-                              const mtc_options *options, mtc_layout *out) {
-  return layout(leaves, count, target_device, options, 1, out);
+                              const mtc_options *options,
+                              const mtc_region *regions, mtc_layout *out) {
+  return layout(leaves, count, target_device, options, 1, regions, out);
 }
 
 mtc_status mtc_planner_layout_into(const mtc_leaf *leaves, size_t count,
                                    const mtc_options *options,
                                    mtc_layout *out) {
-  return layout(leaves, count, 0, options, 0, out);
+  return layout(leaves, count, 0, options, 0, NULL, out);
 }
 
 void mtc_layout_free(mtc_layout *layout) {

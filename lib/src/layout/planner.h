@@ -6,6 +6,12 @@
  *   REUSED  already on the target and contiguous: the input is the result.
  *   PACKED  copied into chunk `chunk` at byte `offset`.
  *   OWN     copied into a block of its own.
+ * A host leaf bound for a device that lies in a pinned region (the caller's
+ * `regions`) is PACKED into a direct chunk: a run of that region's host
+ * memory DMA'd as it is, no staging, so the leaf's offset in the chunk is
+ * its distance from the run's start (the run starts 256-aligned, so
+ * offsets keep the host's alignment). Leaves of one region within
+ * MTC_DIRECT_GAP_BYTES of each other share a run.
  * Packed leaves are grouped by source device (host leaves never share a
  * chunk with device leaves, nor devices with each other); within a group
  * chunks fill greedily in leaf order. */
@@ -34,7 +40,21 @@ typedef struct mtc_chunk {
   int32_t source_device; /* where all of the chunk's leaves come from */
   uint64_t bytes;        /* end of its last leaf */
   uint64_t leaf_count;
+  /* A direct chunk: the host address of its first byte (the chunk is
+   * bytes of pinned memory from there, copied as they lie); 0 otherwise. */
+  uint64_t direct_address;
 } mtc_chunk;
+
+/* The pinned host memory a leaf lies in: [begin, end), or 0, 0. */
+typedef struct mtc_region {
+  uint64_t begin, end;
+} mtc_region;
+
+/* Most bytes between two leaves of one region that one direct run spans
+ * (copying a gap costs less than issuing another DMA). */
+#define MTC_DIRECT_GAP_BYTES ((uint64_t)64 << 10)
+/* Direct runs start at a multiple of this (in the region). */
+#define MTC_DIRECT_ALIGNMENT 256u
 
 typedef struct mtc_layout {
   mtc_placement *placements; /* one per leaf */
@@ -58,10 +78,12 @@ int mtc_planner_packable(const mtc_leaf *leaf, const mtc_options *options);
 uint64_t mtc_planner_alignment(uint64_t min_alignment, uint32_t element_size);
 
 /* Lays out leaves for target_device. options must be valid (see
- * mtc_options_normalize). Returns MTC_OK or MTC_ERR_OUT_OF_MEMORY. */
+ * mtc_options_normalize). regions: one per leaf, or NULL when no leaf lies
+ * in pinned memory. Returns MTC_OK or MTC_ERR_OUT_OF_MEMORY. */
 mtc_status mtc_planner_layout(const mtc_leaf *leaves, size_t count,
                               int32_t target_device,
-                              const mtc_options *options, mtc_layout *out);
+                              const mtc_options *options,
+                              const mtc_region *regions, mtc_layout *out);
 
 /* The layout of a plan of copies into existing memory: the same, except
  * that no leaf is REUSED (each one is copied into its destination). */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cuda/device.h"
+#include "cuda/event.h"
 #include "mtc.h"
 #include "memory/pinned_pool.h"
 
@@ -25,14 +26,23 @@ struct mtc_block {
   uint64_t bytes; /* usable bytes (what was asked for) */
   mtc_device *owner;        /* DEVICE: whose pool and stream */
   mtc_pinned_buffer pinned; /* PINNED: the pool buffer */
+  /* PINNED: copies submitted that read or write the block and have not
+   * recorded their completion on it yet, and the completion events of
+   * those that did and may still run (see mtc_block_busy). `uses` and its
+   * counts are guarded by a lock in block.c. */
+  atomic_int pending;
+  mtc_event **uses;
+  size_t use_count, use_capacity;
 };
 
 /* Each returns a block with one reference. DEVICE needs the device's
  * context current (the allocation is ordered on its copy stream). */
 mtc_status mtc_block_new_device(mtc_device *device, uint64_t bytes,
                                 mtc_block **out);
+/* kind: MTC_PINNED_OUTPUT (a copy's host output) or MTC_PINNED_HELD (the
+ * caller's: pinned tensors and arenas). Either can be found by address. */
 mtc_status mtc_block_new_pinned(mtc_device *context_device, uint64_t bytes,
-                                mtc_block **out);
+                                int kind, mtc_block **out);
 mtc_status mtc_block_new_host(uint64_t bytes, mtc_block **out);
 
 typedef struct mtc_block_counters {
@@ -42,5 +52,16 @@ typedef struct mtc_block_counters {
 } mtc_block_counters;
 
 void mtc_block_get_counters(mtc_block_counters *out);
+
+/* The live pinned block that holds all of [address, address + bytes), with
+ * one new reference, or NULL. Any thread. */
+mtc_block *mtc_block_find_pinned(uint64_t address, uint64_t bytes);
+
+/* A copy that reads or writes pinned `block` was submitted (use_begin) and
+ * has enqueued its work, whose end `completion` marks (use_end; NULL when
+ * it enqueued nothing, or failed and waited for what it had enqueued).
+ * mtc_block_busy is 1 from the first to the completion. */
+void mtc_block_use_begin(mtc_block *block);
+void mtc_block_use_end(mtc_block *block, mtc_event *completion);
 
 #endif

@@ -36,9 +36,9 @@ static int size_class(size_t bytes, size_t *class_bytes) {
 
 /* MTC_PINNED_LIMIT: decimal bytes with an optional k/m/g/t (binary)
  * suffix; 0 when unset or malformed (the default then applies). */
-static uint64_t env_limit(void) {
+static uint64_t env_limit(const char *name) {
   uint64_t bytes;
-  if (!mtc_parse_bytes(getenv("MTC_PINNED_LIMIT"), &bytes)) return 0;
+  if (!mtc_parse_bytes(getenv(name), &bytes)) return 0;
   return bytes >= MTC_PINNED_MIN_LIMIT && bytes <= MTC_PINNED_MAX_LIMIT ? bytes : 0;
 }
 
@@ -48,18 +48,27 @@ size_t mtc_pinned_class_bytes(size_t bytes) {
   return class_bytes;
 }
 
-static void init_limit(void) {
-  uint64_t limit = env_limit();
+/* The variable `name`, else a quarter of the physical memory, at most
+ * `most`. */
+static uint64_t initial_limit(const char *name, uint64_t most) {
+  uint64_t limit = env_limit(name);
   if (limit == 0) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    limit = MTC_PINNED_DEFAULT_MAX_LIMIT;
+    limit = most;
     if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 4 < limit) {
       limit = (uint64_t)pages * (uint64_t)page / 4;
     }
     if (limit < MTC_PINNED_MIN_LIMIT) limit = MTC_PINNED_MIN_LIMIT;
   }
+  return limit;
+}
+
+static void init_limit(void) {
+  uint64_t limit = initial_limit("MTC_PINNED_LIMIT", MTC_PINNED_DEFAULT_MAX_LIMIT);
+  uint64_t held = initial_limit("MTC_PINNED_HELD_LIMIT", MTC_PINNED_DEFAULT_MAX_HELD);
   pthread_mutex_lock(&pool_lock);
   stats.limit = limit;
+  stats.held_limit = held;
   pthread_mutex_unlock(&pool_lock);
 }
 
@@ -129,9 +138,31 @@ static mtc_status allocate(mtc_device *device, size_t class_bytes, void **out) {
   return status;
 }
 
-static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
+/* Lock held: counts a buffer of `class_bytes` lent as `kind`. */
+static void count_lent_locked(int kind, uint64_t class_bytes) {
+  if (kind == MTC_PINNED_STAGING) {
+    stats.staging_bytes += class_bytes;
+    note_high_water_locked();
+  } else if (kind == MTC_PINNED_HELD) {
+    stats.held_bytes += class_bytes;
+  } else {
+    stats.output_bytes += class_bytes;
+  }
+  stats.bytes_in_use += class_bytes;
+}
+
+/* Lock held: the opposite of count_lent_locked. */
+static void count_returned_locked(int kind, uint64_t class_bytes) {
+  stats.bytes_in_use -= class_bytes;
+  if (kind == MTC_PINNED_STAGING) stats.staging_bytes -= class_bytes;
+  else if (kind == MTC_PINNED_HELD) stats.held_bytes -= class_bytes;
+  else stats.output_bytes -= class_bytes;
+}
+
+static mtc_status acquire(mtc_device *device, size_t bytes, int kind,
                           mtc_pinned_reclaim_fn reclaim, void *context,
                           mtc_pinned_buffer *out) {
+  int staging = kind == MTC_PINNED_STAGING;
   size_t class_bytes;
   int index = size_class(bytes, &class_bytes);
   if (index < 0) {
@@ -155,6 +186,19 @@ static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
                            "than the pinned pool's limit of %llu bytes",
                            class_bytes, (unsigned long long)limit);
     }
+    if (kind == MTC_PINNED_HELD &&
+        stats.held_bytes + class_bytes > stats.held_limit) {
+      uint64_t held = stats.held_bytes, held_limit = stats.held_limit;
+      pthread_mutex_unlock(&pool_lock);
+      return mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                           "%zu bytes of pinned host memory (a size class of "
+                           "%zu) would pass the limit on pinned memory held "
+                           "by tensors and arenas, %llu bytes, of which %llu "
+                           "are held now (MTC_PINNED_HELD_LIMIT, "
+                           "mtc_set_pinned_held_limit)",
+                           bytes, class_bytes, (unsigned long long)held_limit,
+                           (unsigned long long)held);
+    }
     hit = idle[index];
     if (hit != NULL) {
       idle[index] = hit->next;
@@ -169,21 +213,13 @@ static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
       waited = 1;
       stats.limit_waits++;
     }
-    if (reserved) {
-      if (staging) {
-        stats.staging_bytes += class_bytes;
-        note_high_water_locked();
-      } else {
-        stats.output_bytes += class_bytes;
-      }
-      stats.bytes_in_use += class_bytes;
-    }
+    if (reserved) count_lent_locked(kind, class_bytes);
     pthread_mutex_unlock(&pool_lock);
 
     if (hit != NULL) {
       *out = hit->buffer;
       out->reused = 1;
-      out->staging = staging;
+      out->kind = kind;
       free(hit);
       return MTC_OK;
     }
@@ -194,9 +230,7 @@ static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
       if (status == MTC_OK) {
         stats.allocations++;
       } else {
-        stats.bytes_in_use -= class_bytes;
-        if (staging) stats.staging_bytes -= class_bytes;
-        else stats.output_bytes -= class_bytes;
+        count_returned_locked(kind, class_bytes);
       }
       pthread_mutex_unlock(&pool_lock);
       if (status != MTC_OK) return status;
@@ -204,7 +238,7 @@ static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
       out->bytes = class_bytes;
       out->device = device;
       out->reused = 0;
-      out->staging = staging;
+      out->kind = kind;
       return MTC_OK;
     }
     if (evicted != NULL) {
@@ -227,12 +261,12 @@ static mtc_status acquire(mtc_device *device, size_t bytes, int staging,
 mtc_status mtc_pinned_acquire_staging(mtc_device *device, size_t bytes,
                                       mtc_pinned_reclaim_fn reclaim,
                                       void *context, mtc_pinned_buffer *out) {
-  return acquire(device, bytes, 1, reclaim, context, out);
+  return acquire(device, bytes, MTC_PINNED_STAGING, reclaim, context, out);
 }
 
-mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes,
+mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes, int kind,
                               mtc_pinned_buffer *out) {
-  return acquire(device, bytes, 0, NULL, NULL, out);
+  return acquire(device, bytes, kind, NULL, NULL, out);
 }
 
 void mtc_pinned_release(const mtc_pinned_buffer *buffer) {
@@ -243,9 +277,7 @@ void mtc_pinned_release(const mtc_pinned_buffer *buffer) {
   int cached = 0;
 
   pthread_mutex_lock(&pool_lock);
-  stats.bytes_in_use -= buffer->bytes;
-  if (buffer->staging) stats.staging_bytes -= buffer->bytes;
-  else stats.output_bytes -= buffer->bytes;
+  count_returned_locked(buffer->kind, buffer->bytes);
   if (node != NULL && index >= 0 && class_bytes == buffer->bytes &&
       stats.staging_bytes + stats.bytes_cached + buffer->bytes <= stats.limit) {
     node->buffer = *buffer;
@@ -312,6 +344,22 @@ mtc_status mtc_pinned_set_limit(uint64_t bytes) {
   stats.high_water = stats.staging_bytes + stats.bytes_cached;
   pthread_mutex_unlock(&pool_lock);
   free_list(evicted);
+  return MTC_OK;
+}
+
+mtc_status mtc_pinned_set_held_limit(uint64_t bytes) {
+  if (bytes < MTC_PINNED_MIN_LIMIT || bytes > MTC_PINNED_MAX_LIMIT) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "the limit on pinned memory held by tensors and "
+                         "arenas must be %llu .. %llu bytes, got %llu",
+                         (unsigned long long)MTC_PINNED_MIN_LIMIT,
+                         (unsigned long long)MTC_PINNED_MAX_LIMIT,
+                         (unsigned long long)bytes);
+  }
+  pthread_once(&limit_once, init_limit);
+  pthread_mutex_lock(&pool_lock);
+  stats.held_limit = bytes;
+  pthread_mutex_unlock(&pool_lock);
   return MTC_OK;
 }
 

@@ -28,13 +28,24 @@
 #define MTC_PINNED_MIN_LIMIT ((uint64_t)1 << 20)
 #define MTC_PINNED_MAX_LIMIT ((uint64_t)1 << 50)
 #define MTC_PINNED_DEFAULT_MAX_LIMIT ((uint64_t)2 << 30)
+/* The default limit on pinned memory the caller holds (pinned tensors and
+ * arenas): a quarter of the physical memory, at most this;
+ * MTC_PINNED_HELD_LIMIT replaces it. */
+#define MTC_PINNED_DEFAULT_MAX_HELD ((uint64_t)8 << 30)
+
+/* What a buffer is lent for: each kind is counted apart. */
+enum {
+  MTC_PINNED_OUTPUT = 0,  /* a pinned host output of a copy: not limited */
+  MTC_PINNED_STAGING = 1, /* staging of copies in flight: the pool's limit */
+  MTC_PINNED_HELD = 2     /* held by the caller (mtc_host_block_alloc): its own limit */
+};
 
 typedef struct mtc_pinned_buffer {
   void *ptr;
   size_t bytes;         /* capacity: the size class */
   mtc_device *device;   /* whose context allocated it (and frees it) */
   int reused;           /* set by acquire: 1 from the pool, 0 newly allocated */
-  int staging;          /* set by acquire: 1 counted against the limit */
+  int kind;             /* set by acquire: MTC_PINNED_OUTPUT, _STAGING or _HELD */
 } mtc_pinned_buffer;
 
 /* Called by a staging request that finds the pool at its limit with no idle
@@ -52,8 +63,10 @@ mtc_status mtc_pinned_acquire_staging(mtc_device *device, size_t bytes,
                                       mtc_pinned_reclaim_fn reclaim,
                                       void *context, mtc_pinned_buffer *out);
 
-/* A buffer for a pinned host output: not limited, counted apart. */
-mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes,
+/* A buffer for a pinned host output (kind MTC_PINNED_OUTPUT: not limited)
+ * or for the caller to hold (MTC_PINNED_HELD: MTC_ERR_OUT_OF_MEMORY past
+ * the held limit), counted apart from staging. */
+mtc_status mtc_pinned_acquire(mtc_device *device, size_t bytes, int kind,
                               mtc_pinned_buffer *out);
 
 /* Returns a buffer; the caller guarantees no copy still reads or writes it.
@@ -81,6 +94,10 @@ mtc_status mtc_pinned_set_limit(uint64_t bytes);
 /* Staging bytes lent out now. */
 uint64_t mtc_pinned_staging_in_use(void);
 
+/* Sets the limit on pinned memory held by the caller (same range as the
+ * pool's limit); buffers held already stay. */
+mtc_status mtc_pinned_set_held_limit(uint64_t bytes);
+
 typedef struct mtc_pinned_stats {
   uint64_t bytes_cached;   /* idle */
   uint64_t bytes_in_use;   /* staging + outputs */
@@ -91,6 +108,8 @@ typedef struct mtc_pinned_stats {
   uint64_t output_bytes;   /* held by pinned host outputs */
   uint64_t high_water;     /* most staging + idle at once since the limit was set */
   uint64_t limit_waits;    /* staging requests that found the pool at its limit */
+  uint64_t held_bytes;     /* held by the caller (pinned tensors, arenas) */
+  uint64_t held_limit;
 } mtc_pinned_stats;
 
 void mtc_pinned_get_stats(mtc_pinned_stats *out);

@@ -35,6 +35,7 @@ mtc_plan_phase mtc_plan_phase_of(mtc_plan *plan) {
 /* A submit that failed before any copy started ends the plan. */
 mtc_status mtc_plan_fail_submit(mtc_plan *plan, mtc_status status,
                               int64_t leaf) {
+  mtc_plan_end_pinned_uses(plan, NULL); /* nothing was enqueued */
   pthread_mutex_lock(&plan->lock);
   mtc_plan_record_error_locked(plan, leaf);
   plan->status = status;

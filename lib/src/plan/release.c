@@ -42,6 +42,11 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   for (size_t i = 0; i < plan->block_count; i++) {
     mtc_block_release(plan->blocks[i]);
   }
+  mtc_plan_end_pinned_uses(plan, NULL); /* submitted, never run */
+  for (size_t i = 0; i < plan->pinned_count; i++) {
+    mtc_block_release(plan->pinned[i]);
+  }
+  free(plan->pinned);
   mtc_event_release(plan->completion);
   for (size_t i = 0; i < plan->held_count; i++) {
     mtc_device_event_release(plan->held_events[i].device,

@@ -7,25 +7,32 @@
 #include "plan/phase.h"
 #include "stage/staging_pool.h"
 
+/* sizeof(mtc_plan_stats) before leaves_direct: callers of then pass it. */
+#define PLAN_STATS_SIZE_0_1 96u
+
 MTC_API mtc_status mtc_plan_get_stats(const mtc_plan *plan,
                                       mtc_plan_stats *out) {
   if (plan == NULL || out == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                          "mtc_plan_get_stats: plan and out must not be NULL");
   }
-  if (out->struct_size < sizeof(mtc_plan_stats)) {
+  if (out->struct_size < PLAN_STATS_SIZE_0_1) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                          "mtc_plan_get_stats: out->struct_size is %u, needs "
-                         "at least %zu",
-                         out->struct_size, sizeof(mtc_plan_stats));
+                         "at least %u",
+                         out->struct_size, PLAN_STATS_SIZE_0_1);
   }
   /* The lock guards the stats only; the plan itself is not changed. */
   mtc_plan *p = (mtc_plan *)plan;
+  mtc_plan_stats all;
   pthread_mutex_lock(&p->lock);
-  *out = p->stats;
+  all = p->stats;
   pthread_mutex_unlock(&p->lock);
-  out->struct_size = sizeof *out;
-  out->leaves = plan->leaf_count;
+  all.leaves = plan->leaf_count;
+  /* An older caller's smaller struct gets the fields it knows. */
+  size_t size = out->struct_size < sizeof all ? out->struct_size : sizeof all;
+  all.struct_size = (uint32_t)size;
+  memcpy(out, &all, size);
   return MTC_OK;
 }
 
@@ -61,6 +68,8 @@ MTC_API mtc_status mtc_get_stats(mtc_stats *out) {
   all.pinned_output_bytes = pinned.output_bytes;
   all.pinned_high_water_bytes = pinned.high_water;
   all.pinned_limit_waits = pinned.limit_waits;
+  all.pinned_held_bytes = pinned.held_bytes;
+  all.pinned_held_limit_bytes = pinned.held_limit;
   /* An older caller's smaller struct gets the fields it knows. */
   size_t size = out->struct_size < sizeof all ? out->struct_size : sizeof all;
   all.struct_size = (uint32_t)size;

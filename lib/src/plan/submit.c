@@ -12,6 +12,68 @@
 #include "run/in_flight.h"
 #include "run/transfer.h"
 
+/* Adds pinned `block` (one reference, taken by the caller) to the plan's;
+ * -1 when out of memory (the reference is dropped). */
+static int hold_pinned(mtc_plan *plan, mtc_block *block, size_t *capacity) {
+  if (plan->pinned_count == *capacity) {
+    size_t grown = *capacity ? *capacity * 2 : 4;
+    mtc_block **more = realloc(plan->pinned, grown * sizeof *more);
+    if (more == NULL) {
+      mtc_block_release(block);
+      return -1;
+    }
+    plan->pinned = more;
+    *capacity = grown;
+  }
+  mtc_block_use_begin(block);
+  plan->pinned[plan->pinned_count++] = block;
+  plan->pinned_uses_open = 1;
+  return 0;
+}
+
+/* The pinned region of each MTC_LEAF_PINNED host leaf that a copy to a
+ * device can read in place (found in the library's pinned blocks, which the
+ * plan then holds); *out stays NULL when there is none. */
+static mtc_status find_pinned_sources(mtc_plan *plan, mtc_region **out) {
+  size_t capacity = 0;
+  const mtc_block *last = NULL;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    const mtc_leaf *leaf = &plan->leaves[i];
+    if (!(leaf->flags & MTC_LEAF_PINNED) || leaf->device != MTC_DEVICE_CPU ||
+        leaf->bytes == 0 || leaf->row_count > 1 ||
+        mtc_plan_leaf_strided(plan, i) != NULL) {
+      continue;
+    }
+    /* Leaves of one block come in runs: check the last one first. */
+    const mtc_block *block = last;
+    if (block == NULL || leaf->address < block->address ||
+        leaf->address - block->address > block->bytes ||
+        leaf->bytes > block->bytes - (leaf->address - block->address)) {
+      mtc_block *found = mtc_block_find_pinned(leaf->address, leaf->bytes);
+      if (found == NULL) continue;
+      int held = 0;
+      for (size_t k = 0; k < plan->pinned_count && !held; k++) {
+        held = plan->pinned[k] == found;
+      }
+      if (held) mtc_block_release(found);
+      else if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
+      block = last = found;
+    }
+    if (*out == NULL) {
+      *out = calloc(plan->leaf_count, sizeof **out);
+      if (*out == NULL) goto out_of_memory;
+    }
+    (*out)[i].begin = block->address;
+    (*out)[i].end = block->address + block->bytes;
+  }
+  return MTC_OK;
+
+out_of_memory:
+  free(*out);
+  *out = NULL;
+  return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+}
+
 /* Lays the plan out and reserves room for everything the transfer records,
  * so that recording never fails half-way. Every pinned staging buffer the
  * copy takes fits a quarter of the pinned pool's limit: packed chunks are
@@ -22,12 +84,19 @@ static mtc_status prepare(mtc_plan *plan) {
   if (layout_options.max_packed_chunk_bytes > plan->staging_max_bytes) {
     layout_options.max_packed_chunk_bytes = plan->staging_max_bytes;
   }
-  mtc_status status =
-      plan->destinations != NULL
-          ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
-                                    &layout_options, &plan->layout)
-          : mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
-                               plan->target, &layout_options, &plan->layout);
+  mtc_region *regions = NULL;
+  mtc_status status = MTC_OK;
+  if (plan->destinations == NULL && plan->target != MTC_DEVICE_CPU) {
+    status = find_pinned_sources(plan, &regions);
+    if (status != MTC_OK) return status;
+  }
+  status = plan->destinations != NULL
+               ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
+                                         &layout_options, &plan->layout)
+               : mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
+                                    plan->target, &layout_options, regions,
+                                    &plan->layout);
+  free(regions);
   if (status != MTC_OK) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
@@ -47,14 +116,16 @@ static mtc_status prepare(mtc_plan *plan) {
   }
 
   /* What the layout says about the copy; the submission adds the rest. */
-  uint64_t reused = 0, packed = 0, bytes = 0;
+  uint64_t reused = 0, packed = 0, direct = 0, bytes = 0;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    switch (plan->layout.placements[i].kind) {
+    const mtc_placement *place = &plan->layout.placements[i];
+    switch (place->kind) {
       case MTC_PLACE_REUSED:
         reused++;
         break;
       case MTC_PLACE_PACKED:
         packed++;
+        direct += plan->layout.chunks[place->chunk].direct_address != 0;
         bytes += plan->leaves[i].bytes;
         break;
       case MTC_PLACE_OWN:
@@ -67,6 +138,7 @@ static mtc_status prepare(mtc_plan *plan) {
   pthread_mutex_lock(&plan->lock);
   plan->stats.leaves_reused = reused;
   plan->stats.leaves_packed = packed;
+  plan->stats.leaves_direct = direct;
   plan->stats.chunks = plan->layout.chunk_count;
   plan->stats.bytes_copied = bytes;
   pthread_mutex_unlock(&plan->lock);
@@ -131,12 +203,16 @@ static void merge_stats_locked(mtc_plan *plan, const mtc_plan_stats *from) {
   plan->stats.pinned_allocations = from->pinned_allocations;
   plan->stats.staging_ns = from->staging_ns;
   plan->stats.submit_ns = from->submit_ns;
+  plan->stats.bytes_staged = from->bytes_staged;
 }
 
 /* Ends the SUBMITTING phase with the transfer's outcome. */
 static void finish_submission(mtc_plan *plan, mtc_status status,
                               int64_t failed_leaf,
                               const mtc_plan_stats *stats) {
+  /* The pinned blocks it reads or writes in place are busy until its
+   * completion event (none after a failure: it waited for its work). */
+  mtc_plan_end_pinned_uses(plan, status == MTC_OK ? plan->completion : NULL);
   pthread_mutex_lock(&plan->lock);
   merge_stats_locked(plan, stats);
   if (status != MTC_OK) {

@@ -117,7 +117,7 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
     if (target != NULL) {
       status = mtc_block_new_device(target, layout->chunks[c].bytes, &block);
     } else {
-      status = mtc_block_new_pinned(source, layout->chunks[c].bytes, &block);
+      status = mtc_block_new_pinned(source, layout->chunks[c].bytes, MTC_PINNED_OUTPUT, &block);
     }
     if (status != MTC_OK) {
       mtc_transfer_blame_chunk(t, members, c);

@@ -32,3 +32,11 @@ mtc_status mtc_plan_read_begin(mtc_plan *plan) {
 }
 
 void mtc_plan_read_end(mtc_plan *plan) { atomic_store(&plan->reading, 0); }
+
+void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion) {
+  if (!plan->pinned_uses_open) return;
+  plan->pinned_uses_open = 0;
+  for (size_t k = 0; k < plan->pinned_count; k++) {
+    mtc_block_use_end(plan->pinned[k], completion);
+  }
+}

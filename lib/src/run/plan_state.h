@@ -82,6 +82,14 @@ struct mtc_plan {
   mtc_plan_stream *streams;
   size_t stream_count;
 
+  /* Pinned blocks of the library's that the copy reads or writes in place
+   * (MTC_LEAF_PINNED leaves found at submit): one reference and one
+   * mtc_block_use_begin each, until the submission ends (use_end with the
+   * completion event) and the plan is released (the reference). */
+  mtc_block **pinned;
+  size_t pinned_count;
+  int pinned_uses_open; /* 1 from submit until use_end was called */
+
   /* Set at submit; read-only afterwards. */
   mtc_layout layout;
   mtc_leaf_result *results;
@@ -152,6 +160,11 @@ CUstream mtc_plan_target_stream(const mtc_plan *plan);
  * is about (-1: none); lock held (the background thread may record the
  * copy's own failure at the same time). */
 void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf);
+
+/* Ends the plan's uses of the pinned blocks it reads or writes in place:
+ * they are busy until `completion` (NULL: no work of the plan's is left).
+ * Once; later calls do nothing. */
+void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion);
 
 /* Brackets every read of the leaves' host memory. MTC_OK: go ahead, then
  * mtc_plan_read_end. After mtc_plan_stop_reading: MTC_ERR_INVALID_STATE,

@@ -8,6 +8,31 @@
 #include "run/directions.h"
 #include "run/staging.h"
 
+/* A direct chunk: a run of the library's pinned memory (which the plan
+ * holds), DMA'd from where it lies into one block. */
+static mtc_status direct_chunk(mtc_transfer *t, size_t c, mtc_device *target,
+                               mtc_block **out) {
+  const mtc_chunk *chunk = &t->plan->layout.chunks[c];
+  uint64_t begin = mtc_trace_now(t->trace);
+  mtc_block *block;
+  mtc_status status = mtc_block_new_device(target, chunk->bytes, &block);
+  if (status != MTC_OK) return status;
+  mtc_plan_keep_block(t->plan, block);
+  *out = block;
+  mtc_trace_span(t->trace, "alloc", "block", (int64_t)c, chunk->bytes, begin);
+  t->stats->copies_issued++;
+  begin = mtc_trace_now(t->trace);
+  status = mtc_cuda_check(
+      t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)block->address,
+                                  (const void *)(uintptr_t)chunk->direct_address,
+                                  (size_t)chunk->bytes, target->stream),
+      "cuMemcpyHtoDAsync");
+  if (status == MTC_OK) {
+    mtc_trace_dma(t->trace, target, "direct", (int64_t)c, chunk->bytes, begin);
+  }
+  return status;
+}
+
 mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
                                const uint64_t *members, uint64_t count,
                                mtc_block **out) {
@@ -16,6 +41,7 @@ mtc_status mtc_to_device_chunk(mtc_transfer *t, size_t c,
   mtc_device *target;
   mtc_status status = mtc_transfer_enter_device(t, plan->target, &target);
   if (status != MTC_OK) return status;
+  if (chunk->direct_address != 0) return direct_chunk(t, c, target, out);
   unsigned char *staged;
   uint64_t begin = mtc_trace_now(t->trace);
   if (plan->options.use_pinned_staging) {

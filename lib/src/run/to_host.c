@@ -13,7 +13,7 @@ static mtc_status host_block(mtc_transfer *t, int32_t source_ordinal,
   if (status != MTC_OK) return status;
   status = mtc_transfer_order_after_source(t, *source, source_ordinal);
   if (status != MTC_OK) return status;
-  status = mtc_block_new_pinned(*source, bytes, out);
+  status = mtc_block_new_pinned(*source, bytes, MTC_PINNED_OUTPUT, out);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(t->plan, *out);
   mtc_transfer_count_pinned(t, &(*out)->pinned);

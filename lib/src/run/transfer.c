@@ -116,6 +116,9 @@ static void fill_results(mtc_plan *plan, mtc_block **chunk_blocks,
         r->offset = place->offset;
         r->address = r->block->address + place->offset;
         r->flags = MTC_RESULT_PACKED;
+        if (plan->layout.chunks[place->chunk].direct_address != 0) {
+          r->flags |= MTC_RESULT_DIRECT;
+        }
         break;
       case MTC_PLACE_OWN:
         r->block = own_blocks[i];

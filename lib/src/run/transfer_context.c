@@ -119,6 +119,9 @@ mtc_status mtc_transfer_stage(mtc_transfer *t, const mtc_stage_segment *segments
   uint64_t start = mtc_clock_ns();
   mtc_stage_copy(segments, count, t->plan->options.staging_threads);
   t->stats->staging_ns += mtc_clock_ns() - start;
+  for (size_t i = 0; i < count; i++) {
+    t->stats->bytes_staged += segments[i].end - segments[i].begin;
+  }
   mtc_plan_read_end(t->plan);
   return MTC_OK;
 }
