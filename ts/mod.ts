@@ -48,7 +48,7 @@ export { type Device } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";
 export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
-export { type DType, DTYPES, type Float16ArrayLike, type TypedArray } from "./tensor/dtype.ts";
+export { type DType, DTYPES, type Float16ArrayLike, type StorageFor, type TypedArray } from "./tensor/dtype.ts";
 export { MtcError, Status, type StatusName } from "./base/errors.ts";
 export { isPinnedHostOutput, releaseHostOutput } from "./tensor/host_output.ts";
 export {
@@ -80,3 +80,6 @@ export {
 export { Tensor } from "./tensor/tensor.ts";
 export type { TensorLayout } from "./tensor/strides.ts";
 export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./copy/to_device.ts";
+export { Arena } from "./tensor/arena.ts";
+export { type PinnedOptions, pinnedArray, pinnedTensor, setPinnedHeldLimit } from "./tensor/pinned.ts";
+export { startArenaCopy } from "./copy/arena_copy.ts";

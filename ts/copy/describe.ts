@@ -60,8 +60,11 @@ function wordsFor(t: Traversal, i: number): Uint32Array {
   return grown;
 }
 
-/** Writes leaf i's mtc_leaf: contiguous, no flags. */
-function writeLeaf(t: Traversal, i: number, address: number, bytes: number, device: number, elementSize: number): void {
+/** mtc_leaf.flags: the leaf may lie in pinned memory of the library's (it is then read in place). */
+const LEAF_PINNED = 2;
+
+/** Writes leaf i's mtc_leaf: contiguous. */
+function writeLeaf(t: Traversal, i: number, address: number, bytes: number, device: number, elementSize: number, flags = 0): void {
   const w = wordsFor(t, i);
   const at = i * LEAF_WORDS;
   w[at] = address >>> 0; // address
@@ -73,7 +76,7 @@ function writeLeaf(t: Traversal, i: number, address: number, bytes: number, devi
   w[at + 6] = device >>> 0; // device (int32)
   w[at + 7] = elementSize; // element_size
   w[at + 8] = 0; // row_count: contiguous
-  w[at + 9] = 0; // flags
+  w[at + 9] = flags; // flags
 }
 
 // Each describe* function lists one leaf (index t.count), writes its
@@ -133,9 +136,10 @@ function describeHost(
   else if (isResizable(buffer)) data = viewSlice(data);
   const i = t.count++;
   t.views.push(data);
-  t.holdPinned(buffer); // a pinned output released in flight stays out of the pool
+  // Pinned memory of ours (a pinned output released in flight stays out of the pool): read in place.
+  const flags = t.holdPinned(buffer) ? LEAF_PINNED : 0;
   // .buffer was read just above (Bun: the view's storage is pinned)
-  writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize);
+  writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize, flags);
   const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
   t.outputs!.push(output);
   return output;

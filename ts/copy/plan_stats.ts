@@ -40,10 +40,14 @@ export interface PlanStats {
   submitNs: number;
   /** How device-to-host leaves were copied; "none" when there were none. */
   deviceToHostPath: DeviceToHostPath;
+  /** Leaves read or written in place in pinned memory of the library's (pinned tensors, arenas, pinned outputs): no staging. */
+  leavesDirect: number;
+  /** Bytes memcpy'd into pinned staging (0 when every host leaf was pinned). */
+  bytesStaged: number;
 }
 
-/** sizeof(mtc_plan_stats): two uint32 and eleven uint64. */
-export const PLAN_STATS_SIZE = 96;
+/** sizeof(mtc_plan_stats): two uint32 and thirteen uint64. */
+export const PLAN_STATS_SIZE = 112;
 
 /** Stats of a copy that needed no plan: every leaf (if any) was already on the target. */
 export function reusedOnlyStats(reused: number): PlanStats {
@@ -60,6 +64,8 @@ export function reusedOnlyStats(reused: number): PlanStats {
     stagingNs: 0,
     submitNs: 0,
     deviceToHostPath: "none",
+    leavesDirect: 0,
+    bytesStaged: 0,
   };
 }
 
@@ -80,5 +86,7 @@ export function decodePlanStats(bytes: Uint8Array, reused: number): PlanStats {
     stagingNs: u64(80),
     submitNs: u64(88),
     deviceToHostPath: PATHS[view.getUint32(4, true)] ?? "none",
+    leavesDirect: u64(96),
+    bytesStaged: u64(104),
   };
 }

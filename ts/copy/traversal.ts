@@ -107,10 +107,21 @@ export class Traversal {
     }
   }
 
-  /** Holds the pinned block under `buffer` (a host leaf's), if it is a pinned output's, until dropShares. */
-  holdPinned(buffer: ArrayBufferLike): void {
+  /** The buffer holdPinned found pinned last: the leaves of an arena share one. */
+  #lastPinned: ArrayBufferLike | null = null;
+
+  /**
+   * Holds the pinned block under `buffer` (a host leaf's), if it is pinned
+   * memory of the library's (a pinned output, tensor or arena), until
+   * dropShares; true when it is.
+   */
+  holdPinned(buffer: ArrayBufferLike): boolean {
+    if (buffer === this.#lastPinned) return true;
     const block = retainPinnedBlock(buffer);
-    if (block !== 0) (this.pinnedBlocks ??= []).push(block);
+    if (block === 0) return false;
+    (this.pinnedBlocks ??= []).push(block);
+    this.#lastPinned = buffer;
+    return true;
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * The part of libmtc's symbol table (symbols.ts) for device memory of the
- * caller's and the caller's own kernels: DeviceTensor.empty / zeros,
- * Module, Kernel (lib/include/mtc.h, "device memory and kernels").
+ * The part of libmtc's symbol table (symbols.ts) for memory the caller
+ * holds and the caller's own kernels: DeviceTensor.empty / zeros, pinned
+ * host tensors and arenas, Module, Kernel (lib/include/mtc.h, "device
+ * memory and kernels", "pinned host memory").
  *
  * @module
  */
@@ -17,6 +18,21 @@ export const kernelSymbols = {
       "u32", /* uint32_t flags */
       "buffer", /* mtc_block **out_block */
     ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_host_block_alloc: {
+    optional: true,
+    args: [
+      "i32", /* int32_t device */
+      "u64", /* uint64_t bytes */
+      "buffer", /* mtc_block **out_block */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_block_busy: { optional: true, args: ["ptr" /* mtc_block *block */], result: "i32" },
+  mtc_set_pinned_held_limit: {
+    optional: true,
+    args: ["u64" /* uint64_t bytes */],
     result: "i32", /* mtc_status */
   },
   mtc_module_load: {

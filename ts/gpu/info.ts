@@ -94,9 +94,13 @@ export interface PoolStats {
   pinnedHighWaterBytes: number;
   /** Staging requests so far that found the pool at its limit and waited for buffers to come back. */
   pinnedLimitWaits: number;
+  /** Pinned memory held by pinned tensors and arenas now (not limited by the pool's limit: by its own). */
+  pinnedHeldBytes: number;
+  /** The limit on pinned memory held by pinned tensors and arenas ({@link setPinnedHeldLimit}). */
+  pinnedHeldLimitBytes: number;
 }
 
-const STATS_SIZE = 112; // sizeof(mtc_stats)
+const STATS_SIZE = 128; // sizeof(mtc_stats)
 
 /**
  * The library's counters now.
@@ -131,6 +135,8 @@ export function poolStats(): PoolStats {
     pinnedOutputBytes: u64(88),
     pinnedHighWaterBytes: u64(96),
     pinnedLimitWaits: u64(104),
+    pinnedHeldBytes: u64(112),
+    pinnedHeldLimitBytes: u64(120),
   };
 }
 

@@ -302,6 +302,23 @@ export class DeviceTensor {
   }
 }
 
+/**
+ * @internal A DeviceTensor of `dtype` and `shape` (`bytes`) at byte `offset`
+ * of `whole`, sharing its block: an arena tensor's device twin. Throws when
+ * `whole` is disposed or the range lies past it.
+ */
+export function twinOf(whole: DeviceTensor, offset: number, bytes: number, dtype: DType, shape: readonly number[], call: string): DeviceTensor {
+  if (!isDeviceTensor(whole)) throw notADeviceTensor(undefined, `${call}: `);
+  if (tensorDisposed(whole)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the device copy of the arena was disposed`);
+  if (offset + bytes > tensorBytes(whole)) {
+    throw invalidArgument(`${call}: the leaf (bytes ${offset}..${offset + bytes}) lies past the ${tensorBytes(whole)} bytes copied (handed out after the copy started?)`);
+  }
+  const holder = holderOf(whole);
+  if (holder !== null) holder.acquire();
+  const block = whole.block;
+  return new DeviceTensor(tensorAddress(whole) + offset, shape, dtype, tensorDevice(whole), bytes, block, tensorOffset(whole) + offset, true, holder);
+}
+
 /** DeviceTensor.empty and zeros: checks, then a block of the tensor's own. */
 function allocate(what: string, shape: readonly number[], dtype: DType, device: Device | number, zero: boolean): DeviceTensor {
   const call = `DeviceTensor.${what}`;

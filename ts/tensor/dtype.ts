@@ -46,6 +46,30 @@ export type TypedArray =
   | Float64Array
   | Float16ArrayLike;
 
+/**
+ * The typed array kind that holds `D` in the library's own storage (pinned
+ * tensors, arena arrays, outputs): float16 is a Float16Array where the
+ * runtime has one, else a Uint16Array; bfloat16 a Uint16Array; complex
+ * dtypes interleaved float arrays; bool a Uint8Array.
+ */
+export type StorageFor<D extends DType> = {
+  bool: Uint8Array;
+  int8: Int8Array;
+  int16: Int16Array;
+  int32: Int32Array;
+  int64: BigInt64Array;
+  uint8: Uint8Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
+  float16: Float16ArrayLike | Uint16Array;
+  bfloat16: Uint16Array;
+  float32: Float32Array;
+  float64: Float64Array;
+  complex64: Float32Array;
+  complex128: Float64Array;
+}[D];
+
 /** A Float16Array, typed structurally because not every TypeScript lib has it. */
 export interface Float16ArrayLike extends ArrayBufferView {
   /** Number of elements. */

@@ -18,7 +18,7 @@
 
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
-import { Tensor, trustedTensor } from "./tensor.ts";
+import { setTensorDisposeHook, Tensor, trustedTensor } from "./tensor.ts";
 import { bufferUnder, detach, isDetached } from "../base/views.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */
@@ -26,6 +26,8 @@ interface PinnedRef {
   readonly block: number;
   /** True when the buffer's deallocator (Bun) drops the reference; false when the registry does. */
   readonly deallocates: boolean;
+  /** False for an arena's buffer: only the arena releases it (reset, dispose). */
+  readonly releasable: boolean;
 }
 
 const pinned = new WeakMap<ArrayBuffer, PinnedRef>();
@@ -46,7 +48,7 @@ function releaseCallbackAddress(lib: MtcLibrary): number | undefined {
  * An ArrayBuffer over `byteLength` bytes at `address` (the start of host
  * block `block`), holding one new C reference to the block.
  */
-export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, byteLength: number): ArrayBuffer {
+export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, byteLength: number, releasable = true): ArrayBuffer {
   const sym = lib.symbols;
   sym.mtc_block_retain(block);
   let buffer: ArrayBuffer;
@@ -55,10 +57,10 @@ export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, by
     const deallocator = releaseCallbackAddress(lib);
     if (deallocator !== undefined) {
       buffer = lib.backend.externalBuffer(address, byteLength, { address: deallocator, context: block });
-      ref = { block, deallocates: true };
+      ref = { block, deallocates: true, releasable };
     } else {
       buffer = lib.backend.externalBuffer(address, byteLength);
-      ref = { block, deallocates: false };
+      ref = { block, deallocates: false, releasable };
       registry.register(buffer, block, ref);
     }
   } catch (e) {
@@ -135,12 +137,16 @@ function bufferOf(value: unknown): ArrayBuffer | undefined {
   return pinned.has(buffer as ArrayBuffer) ? buffer as ArrayBuffer : undefined;
 }
 
-/** @internal Releases the pinned block under one leaf or buffer; true when it released one. */
-export function releasePinned(value: unknown): boolean {
+/**
+ * @internal Releases the pinned block under one leaf or buffer; true when
+ * it released one. `owner`: an arena releasing its own buffer (others are
+ * left alone for its tensors).
+ */
+export function releasePinned(value: unknown, owner = false): boolean {
   const buffer = bufferOf(value);
   if (buffer === undefined) return false;
   const ref = pinned.get(buffer);
-  if (ref === undefined) return false;
+  if (ref === undefined || (!ref.releasable && !owner)) return false;
   pinned.delete(buffer);
   // Detached by someone else (transferred): its memory now lives with the
   // transferred buffer; leave the release to the garbage collector.
@@ -225,3 +231,5 @@ export function ownedCopy(leaf: TypedArray | Tensor): TypedArray | Tensor {
   // The output's shape is frozen already (made by a copy): shared as it is.
   return leaf instanceof Tensor ? trustedTensor(copy, leaf.shape, leaf.dtype) : copy;
 }
+
+setTensorDisposeHook((tensor) => releasePinned(tensor));

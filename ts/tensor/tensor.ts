@@ -188,6 +188,31 @@ export class Tensor {
   get byteLength(): number {
     return this.#size * DTYPE_SIZE[this.dtype];
   }
+
+  /**
+   * Gives the library's pinned memory under this tensor back now: a
+   * {@link pinnedTensor}'s, or a pinned output of a copy to "cpu" (every
+   * view of that block becomes empty, as with `releaseHostOutput`). Its data
+   * is then empty (length 0). A tensor over memory of your own, or from an
+   * `Arena` (the arena owns it: `reset()` or dispose the arena), is left
+   * alone. Idempotent.
+   */
+  dispose(): void {
+    disposeHook?.(this);
+  }
+
+  /** `using t = pinnedTensor(...)`: {@link Tensor.dispose} at the end of the scope. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** What Tensor#dispose does: set by host_output.ts (which imports this file). */
+let disposeHook: ((tensor: Tensor) => unknown) | null = null;
+
+/** @internal Sets what Tensor#dispose does. */
+export function setTensorDisposeHook(hook: (tensor: Tensor) => unknown): void {
+  disposeHook = hook;
 }
 
 const LAYOUT_FIELDS: readonly string[] = ["strides", "offset"];

@@ -1,0 +1,187 @@
+// Pinned host tensors and arenas: copies read them in place (no staging),
+// arenas are reused only once no copy reads them, and a reset empties the
+// views it handed out. Emulated driver.
+import {
+  Arena,
+  DeviceTensor,
+  disposeAll,
+  MtcError,
+  pinnedArray,
+  pinnedTensor,
+  poolStats,
+  setPinnedHeldLimit,
+  startArenaCopy,
+  startCopy,
+  Status,
+  Tensor,
+  type TypedArray,
+} from "../../ts/mod.ts";
+import { makeExampleBatch } from "../../examples/example_batch.ts";
+import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
+import { assert, assertEquals, assertRejects, assertSame, assertThrows, test } from "./harness.ts";
+import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
+
+const pinnedTest = (name: string, fn: () => void | Promise<void>) => test(`pinned: ${name}`, fn, { skip: skipWithoutDriver });
+
+/** Every leaf of `onGpu` (DeviceTensors, nested as `batch`) holds the bytes of `batch`'s leaf. */
+function sameLeaves(batch: Record<string, TypedArray | Tensor>, onGpu: Record<string, DeviceTensor>): void {
+  for (const key of Object.keys(batch)) {
+    const back = onGpu[key]!.toTensor();
+    assertEquals(bytesOf(back.data), bytesOf(batch[key]!), key);
+  }
+}
+
+pinnedTest("a pinned tensor is read in place: no bytes staged, exact", async () => {
+  const before = poolStats();
+  {
+    using boxes = pinnedTensor("float32", [100, 4]);
+    const ids = pinnedArray("int32", 77);
+    (boxes.data as Float32Array).set(Float32Array.from({ length: 400 }, (_, i) => i * 0.5));
+    ids.set(Int32Array.from({ length: 77 }, (_, i) => -i));
+    assert(poolStats().pinnedHeldBytes > before.pinnedHeldBytes, "held bytes counted");
+    const handle = startCopy({ boxes, ids }, "cuda:0");
+    const onGpu = await handle;
+    const stats = handle.stats();
+    assertSame(stats.leavesDirect, 2);
+    assertSame(stats.bytesStaged, 0);
+    sameLeaves({ boxes, ids }, onGpu);
+    disposeAll(onGpu);
+    assertSame(disposeAll(ids), 1, "a pinned array is released by disposeAll");
+    assertSame(ids.length, 0, "released: empty");
+  }
+  assertSame(poolStats().pinnedHeldBytes, before.pinnedHeldBytes, "using gave it back");
+});
+
+pinnedTest("mixed pinned and pageable leaves of every dtype at odd sizes: exact, only pageable staged", async () => {
+  using arena = Arena.create(1 << 20);
+  const batch: Record<string, TypedArray | Tensor> = {};
+  let pageable = 0;
+  DTYPES.forEach((dtype, k) => {
+    const shape = [1 + (k * 7) % 13, 3];
+    const source = randomLeaf(dtype, shape, k + 1);
+    if (k % 3 === 0) {
+      batch[`p${k}`] = source;
+      pageable += bytesOf(source).byteLength;
+    } else {
+      const t = arena.tensor(dtype, shape);
+      bytesOf(t.data).set(bytesOf(source));
+      batch[`a${k}`] = t;
+    }
+  });
+  const handle = startCopy(batch, "cuda:0");
+  const onGpu = await handle;
+  assertSame(handle.stats().bytesStaged, pageable, "only the pageable leaves were staged");
+  sameLeaves(batch, onGpu as unknown as Record<string, DeviceTensor>);
+  // Arena leaves share one device block, at the host's distances.
+  const arenaKeys = Object.keys(batch).filter((k) => k.startsWith("a"));
+  const first = (onGpu as Record<string, DeviceTensor>)[arenaKeys[0]!]!;
+  for (const key of arenaKeys) assertSame((onGpu as Record<string, DeviceTensor>)[key]!.block, first.block, key);
+  disposeAll(onGpu);
+});
+
+pinnedTest("reset waits for the copy that reads the arena, then empties the old views", async () => {
+  using arena = Arena.create(4096);
+  const a = arena.array("uint8", 1000);
+  a.fill(7);
+  await withCopyDelay(30_000, async () => {
+    const handle = startCopy({ a }, "cuda:0");
+    assert(arena.busy, "busy while the copy reads it");
+    assertSame(arena.tryReset(), false, "tryReset refuses while busy");
+    assertSame(a.length, 1000, "views intact while busy");
+    const reset = arena.reset();
+    let resetDone = false;
+    void reset.then(() => (resetDone = true));
+    await new Promise((r) => setTimeout(r, 5));
+    assert(!resetDone, "reset still waiting for the copy");
+    await reset;
+    assert(!arena.busy, "idle after reset");
+    assertSame(a.length, 0, "a view from before the reset is empty");
+    a[0] = 99; // goes nowhere
+    const b = arena.array("uint8", 1000);
+    b.fill(1);
+    assertSame(b[0], 1);
+    const onGpu = await handle;
+    assertEquals(Array.from(onGpu.a.toHost() as Uint8Array).slice(0, 3), [7, 7, 7], "the copy has the first batch");
+    disposeAll(onGpu);
+  });
+});
+
+pinnedTest("an arena disposed while a copy reads it: the copy completes exactly, memory comes back after", async () => {
+  const before = poolStats();
+  const arena = Arena.create(100_000);
+  const x = arena.tensor("float64", [1000]);
+  (x.data as Float64Array).set(Float64Array.from({ length: 1000 }, (_, i) => i + 0.25));
+  const expected = (x.data as Float64Array).slice();
+  await withCopyDelay(20_000, async () => {
+    const handle = startCopy(x, "cuda:0");
+    arena.dispose();
+    assertSame(x.data.length, 0, "views empty on dispose");
+    const onGpu = await handle;
+    assertEquals(Array.from(onGpu.toHost() as Float64Array), Array.from(expected));
+    onGpu.dispose();
+  });
+  assertSame(poolStats().pinnedHeldBytes, before.pinnedHeldBytes);
+  assertThrows(() => arena.tensor("uint8", [1]), MtcError, "disposed");
+});
+
+pinnedTest("consolidate writes a nested batch into the arena; the whole arena goes as one copy with twins", async () => {
+  using arena = Arena.create(1 << 20);
+  const batch = makeExampleBatch(2);
+  const inArena = arena.consolidate(batch);
+  const handle = startCopy(inArena, "cuda:0");
+  const walked = await handle;
+  assertSame(handle.stats().bytesStaged, 0, "no staging from an arena");
+  const whole = startArenaCopy(arena, "cuda:0");
+  using onDevice = await whole;
+  assertSame(onDevice.byteLength, arena.used);
+  const ids = (inArena as unknown as { [k: number]: { label_ids?: TypedArray } });
+  void ids;
+  // Every leaf's twin equals the walked copy's leaf.
+  const leaves: [TypedArray | Tensor, DeviceTensor][] = [];
+  const walk = (a: unknown, b: unknown) => {
+    if (a instanceof Tensor || ArrayBuffer.isView(a)) leaves.push([a as TypedArray | Tensor, b as DeviceTensor]);
+    else if (Array.isArray(a)) a.forEach((v, i) => walk(v, (b as unknown[])[i]));
+    else if (a instanceof Map) for (const [k, v] of a) walk(v, (b as Map<unknown, unknown>).get(k));
+    else if (typeof a === "object" && a !== null) for (const k of Object.keys(a)) walk((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]);
+  };
+  walk(inArena, walked);
+  assert(leaves.length > 100, `example batch leaves: ${leaves.length}`);
+  for (const [leaf, copied] of leaves.slice(0, 60)) {
+    using twin = arena.twin(onDevice, leaf);
+    assertEquals(bytesOf(twin.toTensor().data), bytesOf(copied.toTensor().data));
+  }
+  disposeAll(walked);
+  await arena.reset();
+  assertThrows(() => arena.twin(onDevice, leaves[0]![0]), MtcError, "current batch");
+});
+
+pinnedTest("consolidate refuses what does not fit, taking nothing; strided tensors with their path", () => {
+  using arena = Arena.create(1000);
+  const err = assertThrows(() => arena.consolidate({ a: new Uint8Array(600), b: new Uint8Array(600) }), MtcError, "needs");
+  assertSame(err.status, Status.MTC_ERR_OUT_OF_MEMORY);
+  assertSame(arena.used, 0);
+  const strided = new Tensor(new Float32Array(8), [2, 2], "float32", { strides: [4, 1] });
+  assertThrows(() => arena.consolidate({ x: [strided] }), MtcError, "batch.x[0]");
+});
+
+pinnedTest("the held limit is its own: refused with a message naming it, nothing leaks", async () => {
+  const before = poolStats();
+  setPinnedHeldLimit(2 << 20);
+  try {
+    const a = Arena.create(1 << 20);
+    const err = assertThrows(() => Arena.create(2 << 20), MtcError, "MTC_PINNED_HELD_LIMIT");
+    assertSame(err.status, Status.MTC_ERR_OUT_OF_MEMORY);
+    assertThrows(() => pinnedTensor("float32", [1 << 20]), MtcError, "held by tensors and arenas");
+    a.dispose();
+    using b = Arena.create(1 << 20);
+    assertSame(b.capacity, 1 << 20);
+  } finally {
+    setPinnedHeldLimit(before.pinnedHeldLimitBytes);
+  }
+  assertSame(poolStats().pinnedHeldBytes, before.pinnedHeldBytes);
+  await assertRejects(async () => {
+    const gone = Arena.create(100);
+    gone.dispose();
+    await gone.reset();
+  }, MtcError);
+});

@@ -1,0 +1,126 @@
+/**
+ * What arenas do with whole batches: `Arena#consolidate` (a batch's leaves
+ * written into the arena) and {@link startArenaCopy} (the arena's used bytes
+ * as one copy, with no walk).
+ *
+ * @module
+ */
+
+import { Arena, ARENA_ALIGNMENT, setConsolidateHook } from "../tensor/arena.ts";
+import type { DeviceTensor } from "../tensor/device_tensor.ts";
+import { type DType, DTYPE_SIZE, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
+import { Tensor } from "../tensor/tensor.ts";
+import type { Device } from "../gpu/device.ts";
+import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
+import type { AsyncCopyHandle } from "./handle.ts";
+import type { CopyOptions } from "./options.ts";
+import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
+import { startCopy } from "./start_copy.ts";
+
+/** A leaf to write into the arena: what it is, as read once, and where its copy goes. */
+interface Pending {
+  readonly bytes: Uint8Array;
+  readonly dtype: DType;
+  readonly shape: readonly number[] | null; // null: a bare typed array
+  readonly place: (value: unknown) => void;
+}
+
+function leafError(node: PathNode | null, key: unknown, why: string): MtcError {
+  const path = formatPath(node, key);
+  return invalidArgument(`Arena.consolidate: ${path === "" ? "the batch" : `batch${path}`}: ${why}`, path);
+}
+
+/** The bytes of a dense view, as the engine sees them. */
+function bytesOf(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(viewBuffer(view), viewByteOffset(view), viewByteLength(view));
+}
+
+/** Mirrors `value` (containers new, leaves listed in `pending`); returns the mirror. */
+function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pending[], seen: Set<object>, place: (v: unknown) => void): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  if (value instanceof Tensor) {
+    const data = value.data, dtype = value.dtype, shape = value.shape;
+    if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
+    pending.push({ bytes: bytesOf(data), dtype, shape, place });
+    return undefined;
+  }
+  if (isTypedArray(value)) {
+    pending.push({ bytes: bytesOf(value), dtype: naturalDType(value)!, shape: null, place });
+    return undefined;
+  }
+  if (seen.has(value)) throw leafError(node, key, "the batch contains itself (a cycle)");
+  let kind: Kind;
+  let out: unknown[] | Record<string, unknown> | Map<unknown, unknown>;
+  if (Array.isArray(value)) kind = ARRAY;
+  else if (value instanceof Map) kind = MAP;
+  else if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) kind = OBJECT;
+  else return value; // a class instance: kept as it is, like any non-tensor leaf
+  seen.add(value);
+  const here: PathNode = { parent: node, key, kind };
+  if (kind === ARRAY) {
+    const items = (value as unknown[]).slice();
+    const arr: unknown[] = new Array(items.length);
+    items.forEach((item, i) => (arr[i] = mirror(item, here, i, pending, seen, (v) => (arr[i] = v))));
+    out = arr;
+  } else if (kind === MAP) {
+    const map = new Map<unknown, unknown>();
+    for (const [k, item] of [...(value as Map<unknown, unknown>)]) map.set(k, mirror(item, here, k, pending, seen, (v) => map.set(k, v)));
+    out = map;
+  } else {
+    const obj: Record<string, unknown> = {};
+    for (const k of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[k];
+      const v = mirror(item, here, k, pending, seen, (x) => Object.defineProperty(obj, k, { value: x, writable: true, enumerable: true, configurable: true }));
+      Object.defineProperty(obj, k, { value: v, writable: true, enumerable: true, configurable: true });
+    }
+    out = obj;
+  }
+  seen.delete(value);
+  return out;
+}
+
+function consolidate(arena: Arena, batch: unknown): unknown {
+  const pending: Pending[] = [];
+  const root: unknown[] = [undefined];
+  root[0] = mirror(batch, null, undefined, pending, new Set(), (v) => (root[0] = v));
+  // Nothing is taken unless every leaf fits.
+  let end = arena.used;
+  for (const leaf of pending) end = Math.ceil(end / ARENA_ALIGNMENT) * ARENA_ALIGNMENT + leaf.bytes.byteLength;
+  if (end > arena.capacity) {
+    throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `Arena.consolidate: the batch needs ${end - arena.used} bytes, the arena has ${arena.capacity - arena.used} of ${arena.capacity} left`);
+  }
+  for (const leaf of pending) {
+    const made: Tensor | TypedArray = leaf.shape === null
+      ? arena.array(leaf.dtype, leaf.bytes.byteLength / DTYPE_SIZE[leaf.dtype])
+      : arena.tensor(leaf.dtype, leaf.shape);
+    bytesOf(made instanceof Tensor ? made.data : made).set(leaf.bytes);
+    leaf.place(made);
+  }
+  return root[0];
+}
+
+setConsolidateHook(consolidate);
+
+/**
+ * The whole batch that `arena` holds, in one copy with no walk: its used
+ * bytes (every tensor handed out since the last reset) go to `device` as one
+ * DMA from where they lie into one device block. `arena.twin(onDevice, t)`
+ * then gives each arena tensor's device twin (same dtype, shape and offset).
+ * The fastest way from an arena to a GPU. The handle's result is that block
+ * as a uint8 DeviceTensor; it and the twins share it (dispose each). The
+ * arena stays busy until the copy is over. Options as startCopy's.
+ *
+ * @example
+ * ```ts
+ * const boxes = arena.tensor("float32", [100, 4]);
+ * const ids = arena.array("int32", 100);
+ * // ... fill them ...
+ * using onDevice = await startArenaCopy(arena, "cuda:0");
+ * using boxesOnGpu = arena.twin(onDevice, boxes);
+ * ```
+ */
+export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor> {
+  if (!(arena instanceof Arena)) throw invalidArgument("startArenaCopy: the first argument must be an Arena");
+  return startCopy(arena.usedBytes(), device, options) as unknown as AsyncCopyHandle<DeviceTensor>;
+}

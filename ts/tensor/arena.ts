@@ -1,0 +1,227 @@
+/**
+ * Arenas: one pinned region that a loader fills batch by batch. Tensors are
+ * handed out one after another, then the whole region is reused for the
+ * next batch once no copy reads it any more.
+ *
+ * @module
+ */
+
+import { type DType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
+import { Tensor, trustedTensor } from "./tensor.ts";
+import { type DeviceTensor, twinOf } from "./device_tensor.ts";
+import { vectorShape } from "./shape.ts";
+import { pinnedBuffer, releasePinned } from "./host_output.ts";
+import { allocatePinnedBlock, checkedLayout, type PinnedOptions } from "./pinned.ts";
+import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
+import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOffset } from "../base/views.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
+
+/** Where each tensor of an arena starts: a multiple of this (the copy packs at 16 by default; every dtype fits). */
+export const ARENA_ALIGNMENT = 16;
+
+/** Drops an arena's block when the arena is collected without dispose(). */
+const registry = new FinalizationRegistry<number>((block) => library().symbols.mtc_block_release(block));
+
+/** What Arena#consolidate does: set by copy/arena_copy.ts (tensor/ imports nothing from copy/). */
+let consolidateHook: ((arena: Arena, batch: unknown) => unknown) | null = null;
+
+/** @internal Sets what Arena#consolidate does. */
+export function setConsolidateHook(hook: (arena: Arena, batch: unknown) => unknown): void {
+  consolidateHook = hook;
+}
+
+/**
+ * A pinned region of `capacity` bytes that hands out host tensors one after
+ * another (each at a multiple of 16 bytes), for a loader to fill. A copy to a
+ * GPU reads arena tensors by DMA where they lie, and tensors next to each
+ * other go as one DMA into one device block that keeps their layout; a
+ * `copyInto` from a GPU writes arena destinations in place.
+ *
+ * Copies read (or write) the arena after `startCopy` returns, until they are
+ * over. {@link Arena.reset} waits for that, then empties every view it
+ * handed out (a stale view reads and writes nothing: its length is 0), and
+ * the next batch starts at byte 0. Keep two or three arenas in rotation to
+ * fill one while the others are copied.
+ *
+ * @example
+ * ```ts
+ * using arena = Arena.create(1 << 20);
+ * const batch = { boxes: arena.tensor("float32", [100, 4]), ids: arena.array("int32", 100) };
+ * batch.boxes.data.set(myBoxes);
+ * const onGpu = await startCopy(batch, "cuda:0"); // one DMA, no staging
+ * await arena.reset(); // once no copy reads it: the next batch
+ * ```
+ */
+export class Arena {
+  #block: number;
+  #address: number;
+  #capacity: number;
+  #used = 0;
+  /** The buffer the current batch's views share; null until the first tensor after a reset. */
+  #epoch: ArrayBuffer | null = null;
+  #disposed = false;
+
+  private constructor(block: number, address: number, capacity: number) {
+    this.#block = block;
+    this.#address = address;
+    this.#capacity = capacity;
+    registry.register(this, block, this);
+  }
+
+  /**
+   * A new arena of `bytes` of pinned memory (counted against the limit on
+   * pinned memory held by tensors and arenas, `setPinnedHeldLimit`). Throws
+   * MtcError naming that limit when it would pass it.
+   */
+  static create(bytes: number, options?: PinnedOptions): Arena {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw invalidArgument(`Arena.create: bytes must be an integer > 0, got ${showValue(bytes)}`);
+    const { block, address } = allocatePinnedBlock("Arena.create", bytes, options);
+    return new Arena(block, address, bytes);
+  }
+
+  /** Bytes of pinned memory it holds. */
+  get capacity(): number {
+    return this.#capacity;
+  }
+
+  /** Bytes handed out since the last reset (alignment included). */
+  get used(): number {
+    return this.#used;
+  }
+
+  /** True after dispose(). */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** True while a copy submitted so far still reads or writes the arena (whether or not anyone awaits it). */
+  get busy(): boolean {
+    if (this.#disposed) return false;
+    return requireSymbol("mtc_block_busy", "Arena")(this.#block) !== 0;
+  }
+
+  /** The next `bytes` of the current batch's buffer, at ARENA_ALIGNMENT: its offset. */
+  #take(call: string, bytes: number): { buffer: ArrayBuffer; offset: number } {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the arena was disposed`);
+    const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
+    if (offset + bytes > this.#capacity) {
+      throw new MtcError(
+        Status.MTC_ERR_OUT_OF_MEMORY,
+        `${call}: ${bytes} bytes do not fit the arena (${this.#used} of ${this.#capacity} bytes used); reset() it for the next batch or create a larger one`,
+      );
+    }
+    this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);
+    this.#used = offset + bytes;
+    return { buffer: this.#epoch, offset };
+  }
+
+  /** The next tensor of `dtype` and `shape` in the arena, contents undefined. */
+  tensor(dtype: DType, shape: readonly number[]): Tensor {
+    const layout = checkedLayout("Arena.tensor", dtype, shape);
+    const { buffer, offset } = this.#take("Arena.tensor", layout.bytes);
+    return trustedTensor(viewStorage(dtype, buffer, offset, layout.elements)!, layout.shape, dtype);
+  }
+
+  /** The next typed array of `length` elements of `dtype` (its natural kind) in the arena. */
+  array<D extends DType>(dtype: D, length: number): StorageFor<D> {
+    if (!Number.isSafeInteger(length) || length < 0) throw invalidArgument(`Arena.array: the length must be an integer >= 0, got ${showValue(length)}`);
+    const layout = checkedLayout("Arena.array", dtype, [length]);
+    const { buffer, offset } = this.#take("Arena.array", layout.bytes);
+    return viewStorage(dtype, buffer, offset, layout.elements)! as StorageFor<D>;
+  }
+
+  /**
+   * A copy of `batch` whose tensors (Tensor and typed-array leaves) live in
+   * the arena, one after another in walk order, with the same containers
+   * (arrays, plain objects, Maps), dtypes and shapes; other leaves are kept
+   * as they are. For loaders that receive batches from elsewhere: one copy
+   * of this then needs no staging. Strided Tensors are refused (with the
+   * leaf's path); so is a batch that does not fit (nothing is taken then).
+   */
+  consolidate<T>(batch: T): T {
+    if (consolidateHook === null) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "Arena.consolidate: the copy module is not loaded");
+    return consolidateHook(this, batch) as T;
+  }
+
+  /**
+   * The device twin of arena tensor `leaf` (a Tensor or typed array of this
+   * arena's current batch) in `onDevice`, the result of
+   * `startArenaCopy(arena, device)`: a DeviceTensor of the leaf's dtype and shape at
+   * the same offset, sharing `onDevice`'s block (the block lives until every
+   * twin and `onDevice` are disposed). Throws MtcError for a leaf of another
+   * arena, one handed out before a reset, or one past the copied bytes.
+   */
+  twin(onDevice: DeviceTensor, leaf: Tensor | TypedArray): DeviceTensor {
+    const data = leaf instanceof Tensor ? leaf.data : leaf;
+    const offset = ArrayBuffer.isView(data) ? this.offsetOf(data) : undefined;
+    if (offset === undefined) throw invalidArgument("Arena.twin: the leaf is no tensor of this arena's current batch (another arena's, or handed out before a reset)");
+    const dtype = leaf instanceof Tensor ? leaf.dtype : naturalDType(data)!;
+    const shape = leaf instanceof Tensor ? leaf.shape : vectorShape(data.length / valuesPerElement(dtype));
+    const bytes = leaf instanceof Tensor ? leaf.byteLength : viewByteLengthOf(data);
+    return twinOf(onDevice, offset, bytes, dtype, shape, "Arena.twin");
+  }
+
+  /**
+   * Starts the next batch, once no copy reads or writes the arena: every
+   * view handed out before is emptied (length 0: a write through it goes
+   * nowhere instead of into the next batch) and `used` is 0. Resolves then.
+   * Rejects with MtcError when the arena was disposed meanwhile.
+   */
+  async reset(): Promise<void> {
+    let pause = 0;
+    while (this.busy) {
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(pause + 1, 4);
+    }
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "Arena.reset: the arena was disposed");
+    this.#startBatch();
+  }
+
+  /** {@link Arena.reset} if no copy reads or writes the arena now: true when it did, false (nothing changed) otherwise. */
+  tryReset(): boolean {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "Arena.tryReset: the arena was disposed");
+    if (this.busy) return false;
+    this.#startBatch();
+    return true;
+  }
+
+  #startBatch(): void {
+    if (this.#epoch !== null) releasePinned(this.#epoch, true);
+    this.#epoch = null;
+    this.#used = 0;
+  }
+
+  /**
+   * @internal The byte offset of `view` in this arena's current batch, or
+   * undefined when it is no view of it (another arena's, or one handed out
+   * before a reset).
+   */
+  offsetOf(view: ArrayBufferView): number | undefined {
+    const buffer = bufferUnder(view);
+    if (this.#epoch === null || buffer !== this.#epoch || isDetached(buffer)) return undefined;
+    return viewByteOffset(view);
+  }
+
+  /** @internal The current batch's used bytes as one Uint8Array (the whole-arena copy). */
+  usedBytes(): Uint8Array {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "the arena was disposed");
+    this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);
+    return new Uint8Array(this.#epoch, 0, this.#used);
+  }
+
+  /**
+   * Gives the pinned memory back: views become empty now; copies still
+   * reading or writing it keep it until they are over. Idempotent.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#startBatch();
+    registry.unregister(this);
+    library().symbols.mtc_block_release(this.#block);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
