@@ -25,6 +25,8 @@
  * J1  the JavaScript part of a copy (startCopy returns + get() once ready) of the S1 and
  *     S6 batches as a multiple of a plain deep clone of the same batch (bench/js_part.ts):
  *     the figure to watch on the emulated driver, where the copy's own time means nothing
+ * S1p, S1a, S2p, S7p  S1, S2 and S7 from pinned memory (arenas, pinned tensors), read in
+ *     place with no staging; S1a the arena as one copy (bench/pinned.ts)
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -41,10 +43,11 @@ import { type PoolReport, printPerLeaf, printPools, printTable, type ScenarioRes
 import { measureJsPart, printJsPart } from "./js_part.ts";
 import { makeVaryingBatch } from "./varying_batch.ts";
 import { decodeStep } from "./decode_step.ts";
+import { pinnedScenarios, printPinnedCounters } from "./pinned.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 
@@ -97,6 +100,7 @@ if (wanted("S7")) {
   const leaves = mixedLeaves(mixed);
   results.push(await hostToDevice("S7", "mixed: 4 × ~2 MB, 4 × ~120 KB, 160 small, pageable → cuda:0", leaves, mixed, Math.max(20, Math.floor(runs / 4)), false));
 }
+results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, summarize, floorCopy, leavesOf: hostLeaves }));
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
 if (wanted("S8")) results.push(await decodeStep("S8", runs, { driver, pointerOf, measure, summarize, floorCopy }));
@@ -104,6 +108,7 @@ const pools = only?.includes("P1") || cli.flag("pools") ? poolSteadyState(10_000
 
 printTable(results, driver.emulated);
 printPerLeaf(results);
+printPinnedCounters();
 if (wanted("J1")) {
   console.log("\nJ1: the JavaScript part of a copy against a plain deep clone of the same batch, medians, in one process");
   // At least 1,000 copies after as many warm-up ones: with fewer, JavaScriptCore may not have compiled the walk at its top tier.

@@ -1,0 +1,94 @@
+// Pinned tensors and arenas against the real driver, where the DMA reads
+// pinned memory after startCopy returns: a guard that let the next batch's
+// bytes in too early shows here as wrong bytes on the device.
+import { Arena, disposeAll, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
+import { assert, assertSame } from "../ts/harness.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
+import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** The index of the first element of `a` that is not `value`, or -1. */
+function firstNot(a: Uint8Array, value: number): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== value) return i;
+  return -1;
+}
+
+gpuTest("arena: a reset waits for the DMA that reads it; the next batch never reaches that copy", async () => {
+  using arena = Arena.create(256 << 20);
+  for (let round = 0; round < 5; round++) {
+    const a = arena.array("uint8", 200 << 20); // ~4 ms of DMA
+    a.fill(1 + round);
+    const handle = startCopy(a, DEVICE);
+    await arena.reset();
+    const b = arena.array("uint8", 200 << 20);
+    b.fill(200); // the same memory: a copy still reading it would take these
+    using onGpu = await handle;
+    const back = onGpu.toHost() as Uint8Array;
+    assertSame(firstNot(back, 1 + round), -1, `round ${round}: the device copy holds the first batch only`);
+    await arena.reset();
+  }
+});
+
+gpuTest("a pinned tensor disposed while its DMA runs: the copy reads its bytes, not the next owner's", async () => {
+  for (let round = 0; round < 5; round++) {
+    const t = pinnedTensor("uint8", [64 << 20]);
+    (t.data as Uint8Array).fill(7);
+    const handle = startCopy(t, DEVICE);
+    t.dispose();
+    const next = pinnedArray("uint8", 64 << 20); // the pool hands the block out again only once the copy is over
+    next.fill(9);
+    using onGpu = await handle;
+    assertSame(firstNot(onGpu.toHost() as Uint8Array, 7), -1, `round ${round}`);
+    disposeAll(next);
+  }
+});
+
+gpuTest("mixed pinned and pageable leaves of every dtype at odd sizes and alignments: exact; whole-arena twins too", async () => {
+  using arena = Arena.create(8 << 20);
+  const batch: Record<string, unknown> = {};
+  const sources: Record<string, Uint8Array> = {};
+  DTYPES.forEach((dtype, k) => {
+    for (const n of [1, 3, 257, 4099]) {
+      const source = randomLeaf(dtype, [n], k * 10 + n);
+      const key = `${dtype}_${n}`;
+      sources[key] = bytesOf(source).slice();
+      if ((k + n) % 3 === 0) batch[key] = source;
+      else {
+        if ((k + n) % 2 === 0) arena.array("uint8", 1 + (n % 13)); // a gap
+        const t = arena.tensor(dtype, [n]);
+        bytesOf(t.data).set(bytesOf(source));
+        batch[key] = t;
+      }
+    }
+  });
+  const handle = startCopy(batch, DEVICE);
+  const onGpu = await handle;
+  assert(handle.stats().leavesDirect > 0 && handle.stats().bytesStaged > 0, "both kinds");
+  for (const key of Object.keys(batch)) {
+    const back = (onGpu as Record<string, { toTensor(): Tensor }>)[key]!.toTensor();
+    assert(sameBytes(bytesOf(back.data), sources[key]!), key);
+  }
+  disposeAll(onGpu);
+  using whole = await startArenaCopy(arena, DEVICE);
+  for (const key of Object.keys(batch)) {
+    const leaf = batch[key];
+    if (!(leaf instanceof Tensor) || arena.offsetOf(leaf.data) === undefined) continue;
+    using twin = arena.twin(whole, leaf);
+    assert(sameBytes(bytesOf(twin.toTensor().data), sources[key]!), `twin ${key}`);
+  }
+});
+
+gpuTest("pinned memory held by tensors and arenas comes back", () => {
+  const before = poolStats().pinnedHeldBytes;
+  const arena = Arena.create(1 << 20);
+  const t = pinnedTensor("float32", [1000]);
+  assert(poolStats().pinnedHeldBytes > before);
+  arena.dispose();
+  t.dispose();
+  assertSame(poolStats().pinnedHeldBytes, before);
+});
