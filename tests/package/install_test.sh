@@ -89,6 +89,22 @@ node -e '
   }' "$WORK/unpacked/package/package.json" || fail "the package has runtime dependencies"
 echo "none (devDependencies are not installed by users)"
 
+step "package.json: os linux, cpu x64, so that npm refuses other platforms (npm told it runs on darwin, then on arm64)"
+node -e '
+  const p = require(process.argv[1]);
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  if (!same(p.os, ["linux"]) || !same(p.cpu, ["x64"])) { console.error(`os ${JSON.stringify(p.os)}, cpu ${JSON.stringify(p.cpu)}`); process.exit(1); }
+  ' "$WORK/unpacked/package/package.json" || fail "package.json should say os [\"linux\"] and cpu [\"x64\"] (the one prebuilt library)"
+for fake in "platform darwin" "arch arm64"; do
+  set -- $fake
+  mkdir -p "$WORK/refused-$2"
+  printf "Object.defineProperty(process, '%s', { value: '%s' });\n" "$1" "$2" >"$WORK/refused-$2/as-$2.cjs"
+  out=$(cd "$WORK/refused-$2" && NODE_OPTIONS="--require=$WORK/refused-$2/as-$2.cjs" \
+    npm install --offline --no-audit --no-fund "$TARBALL" 2>&1) && fail "npm installed the package on $2: $out"
+  grep -q "EBADPLATFORM" <<<"$out" || fail "npm on $2 failed, but not with EBADPLATFORM: $out"
+  echo "npm on $2: $(grep -m1 'Unsupported platform' <<<"$out" | sed 's/^npm error //')"
+done
+
 step "offline install into an empty project"
 APP=$WORK/app
 mkdir "$APP"
