@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The npm package as a user gets it: `npm pack` (which builds dist/ and the
-# prebuilt libmtc.so), the tarball's contents, an offline install into an
+# prebuilt libmtc.so), the tarball's contents and that every link in its
+# files resolves inside it (tests/package/check_links.ts), an offline install into an
 # empty scratch project, and tests/package/smoke.ts run there, importing the
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver.
@@ -50,12 +51,15 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
-for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
+# The docs the README links to, and for embedders the C header and the C and Python examples.
+for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
+  docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+  "prebuilt/linux-x64/libmtc.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
@@ -80,6 +84,9 @@ leaks=$(strings -n 4 "$SO" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonex
 leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
 [ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
 echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
+
+step "links in the shipped files (Markdown, doc comments of dist/): each resolves inside the tarball"
+"$DENO" run --allow-read tests/package/check_links.ts "$WORK/unpacked/package" || fail "a shipped file links to what the tarball lacks (tests/package/check_links.ts)"
 
 step "package.json: no runtime dependencies"
 node -e '
@@ -179,10 +186,11 @@ printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESN
 echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
 
 cd "$ROOT"
-step "version unit tests under Bun and Deno"
-"$DENO" check tests/package/version.test.ts || fail "deno check tests/package"
-"$BUN" test tests/package/version.test.ts || fail "bun test tests/package"
-"$DENO" test --allow-read --allow-env --allow-ffi tests/package/version.test.ts || fail "deno test tests/package"
+step "version and link-check unit tests under Bun and Deno"
+"$DENO" check tests/package/version.test.ts tests/package/links.test.ts || fail "deno check tests/package"
+"$BUN" test tests/package/version.test.ts tests/package/links.test.ts || fail "bun test tests/package"
+"$DENO" test --allow-read --allow-write --allow-env --allow-ffi tests/package/version.test.ts tests/package/links.test.ts ||
+  fail "deno test tests/package"
 
 echo
 echo "install test: all checks passed"
