@@ -6,8 +6,11 @@
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver.
 # Then the version check of the packed bindings (a library that reports
-# another version), the library lookup, the consumer's type check, and the
-# version unit tests (tests/package/version.test.ts) under both runtimes.
+# another version), the library lookup, the consumer's type check; the
+# install sequences of the README (the same as docs/INSTALL.md's), run as
+# written, each in a new folder with examples/kernel.ts as the app's main.ts
+# (the "once published" ones against tests/package/registry.ts, serving the
+# tarball); and the version and link-check unit tests under both runtimes.
 # Exits non-zero on the first failure, saying what failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +29,17 @@ DENO_RUN=("$DENO" run --allow-ffi --allow-env --allow-read)
 [ -f "$FAKE" ] || "$ZIG" build
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mtc-package.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# The README's install commands run `npm pack` in the checkout, which writes
+# the .tgz there: removed at the end unless it was there before.
+README_TGZ=$ROOT/$(node -p 'const p = require("./package.json"); `${p.name}-${p.version}.tgz`')
+[ -e "$README_TGZ" ] && README_TGZ=
+REGISTRY_PID=
+cleanup() {
+  [ -z "$REGISTRY_PID" ] || kill "$REGISTRY_PID" 2>/dev/null || true
+  [ -z "$README_TGZ" ] || rm -f "$README_TGZ"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 
 fail() { echo "install test: FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
@@ -186,6 +199,58 @@ printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESN
 echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
 
 cd "$ROOT"
+step "the install sequences of the README and docs/INSTALL.md, as written: the same in both; each in a new folder"
+# A sequence: the lines of a ```sh block from a "# Bun, ..." or "# Deno, ..."
+# comment to the next one or the block's end. Printed with a line "%%" between two.
+sequences() {
+  awk '/^```sh$/ { inblock = 1; first = 1; next }
+    inblock && /^```$/ { inblock = 0; next }
+    inblock && first { first = 0; if ($0 !~ /^# (Bun|Deno), /) { inblock = 0; next } }
+    inblock && /^# (Bun|Deno), / { if (n++) print "%%" }
+    inblock { print }' "$1"
+}
+sequences README.md >"$WORK/sequences"
+if ! diff <(sequences docs/INSTALL.md) "$WORK/sequences" >"$WORK/sequences.diff"; then
+  cat "$WORK/sequences.diff"
+  fail "docs/INSTALL.md's install sequences differ from the README's (< INSTALL.md, > README.md)"
+fi
+labels=$(grep -E '^# (Bun|Deno), ' "$WORK/sequences" | sed -E 's/^# //; s/:.*//')
+for want in "Bun, from the tarball" "Deno, from the tarball" "Bun, from the clone's sources" \
+  "Deno, from the clone's sources" "Bun, once published" "Deno, once published"; do
+  grep -qxF "$want" <<<"$labels" || fail "the README has no install sequence \"# $want\" (it has: $(tr '\n' ';' <<<"$labels"))"
+done
+# The one the once-published sequences install from: the tarball, served as the registry would.
+"$DENO" run --allow-net=127.0.0.1 --allow-read --allow-write tests/package/registry.ts \
+  "$TARBALL" "$WORK/unpacked/package/package.json" "$WORK/registry.port" &
+REGISTRY_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/registry.port" ] && break; sleep 0.1; done
+[ -s "$WORK/registry.port" ] || fail "the stand-in registry (tests/package/registry.ts) did not start"
+REGISTRY=http://127.0.0.1:$(cat "$WORK/registry.port")/
+awk -v dir="$WORK" '/^%%$/ { n++; next } { print > (dir "/sequence-" n ".sh") }' "$WORK/sequences"
+for seq in "$WORK"/sequence-*.sh; do
+  label=$(head -1 "$seq" | sed 's/^# //')
+  dir=${seq%.sh}
+  mkdir -p "$dir/my-app"
+  ln -s "$ROOT" "$dir/mtc"
+  # main.ts: examples/kernel.ts as an app has it, importing the package by name.
+  sed 's|from "../ts/mod.ts"|from "multi-tensor-copier"|' examples/kernel.ts >"$dir/my-app/main.ts"
+  cp examples/kernel_ptx.ts "$dir/my-app/"
+  grep -q 'from "multi-tensor-copier"' "$dir/my-app/main.ts" || fail "examples/kernel.ts no longer imports ../ts/mod.ts"
+  echo "$label:"
+  sed 's/^/    /' "$seq"
+  # bun and deno as a user has them on PATH; caches of their own, and the
+  # registry the stand-in, so that nothing reaches (or is kept from) the real one.
+  rc=0
+  (cd "$dir" && env PATH="$ROOT/node_modules/.bin:$PATH" MTC_CUDA_DRIVER="$FAKE" NPM_CONFIG_REGISTRY="$REGISTRY" \
+    npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false \
+    BUN_INSTALL_CACHE_DIR="$WORK/bun-cache" DENO_DIR="$WORK/deno-dir" bash -euo pipefail "$seq") >"$dir.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || { tail -30 "$dir.log"; fail "\"$label\" exited with status $rc"; }
+  grep -q "every value is 2x + 1" "$dir.log" || { tail -30 "$dir.log"; fail "\"$label\": examples/kernel.ts did not check its results"; }
+  echo "  -> $(grep "every value is 2x + 1" "$dir.log")"
+done
+kill "$REGISTRY_PID" 2>/dev/null || true
+REGISTRY_PID=
+
 step "version and link-check unit tests under Bun and Deno"
 "$DENO" check tests/package/version.test.ts tests/package/links.test.ts || fail "deno check tests/package"
 "$BUN" test tests/package/version.test.ts tests/package/links.test.ts || fail "bun test tests/package"
