@@ -252,7 +252,7 @@ kill "$REGISTRY_PID" 2>/dev/null || true
 REGISTRY_PID=
 
 step "version and link-check unit tests under Bun and Deno"
-"$DENO" check tests/package/version.test.ts tests/package/links.test.ts || fail "deno check tests/package"
+"$DENO" check tests/package/version.test.ts tests/package/links.test.ts tests/package/registry.ts || fail "deno check tests/package"
 "$BUN" test tests/package/version.test.ts tests/package/links.test.ts || fail "bun test tests/package"
 "$DENO" test --allow-read --allow-write --allow-env --allow-ffi tests/package/version.test.ts tests/package/links.test.ts ||
   fail "deno test tests/package"

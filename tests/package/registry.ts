@@ -25,9 +25,9 @@ const bytes = readFileSync(tarball);
 const pkg = JSON.parse(readFileSync(packageJson, "utf8")) as { name: string; version: string };
 const file = `${pkg.name}-${pkg.version}.tgz`;
 
-const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (request) => {
+let base = "";
+const server: Deno.HttpServer<Deno.NetAddr> = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (request): Response => {
   const { pathname } = new URL(request.url);
-  const base = `http://127.0.0.1:${server.addr.port}`;
   if (pathname === `/${pkg.name}`) {
     // The packument: the one version, its package.json and where its tarball is.
     const dist = {
@@ -40,4 +40,5 @@ const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }
   if (pathname === `/${pkg.name}/-/${file}`) return new Response(bytes, { headers: { "content-type": "application/octet-stream" } });
   return Response.json({ error: "not found" }, { status: 404 });
 });
+base = `http://127.0.0.1:${server.addr.port}`;
 Deno.writeTextFileSync(portFile, String(server.addr.port));
