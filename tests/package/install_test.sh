@@ -65,13 +65,13 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
   docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
   "prebuilt/linux-x64/libmtc.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
