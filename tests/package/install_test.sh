@@ -10,7 +10,9 @@
 # install sequences of the README (the same as docs/INSTALL.md's), run as
 # written, each in a new folder with examples/kernel.ts as the app's main.ts
 # (the "once published" ones against tests/package/registry.ts, serving the
-# tarball); and the version and link-check unit tests under both runtimes.
+# tarball); docs/EMBEDDING.md's commands in the app (the packaged C example
+# built against the packaged mtc.h and library, the Python example); and the
+# version and link-check unit tests under both runtimes.
 # Exits non-zero on the first failure, saying what failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -197,6 +199,31 @@ printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESN
 "$TSC" -p tsconfig.readme.json || fail "tsc on the README's first example"
 "$DENO" check smoke.ts smoke_npm.ts readme_first.ts || fail "deno check on the consumer"
 echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
+
+step "for embedders, docs/EMBEDDING.md's commands as written in the app: the C example built against the packaged mtc.h and libmtc.so, the Python example"
+embedding=$(awk '/^## In an installed package/ { section = 1; next } section && /^## / { exit }
+  section && /^```sh$/ { grab = 1; next } grab && /^```$/ { exit } grab' "$ROOT/docs/EMBEDDING.md")
+grep -q 'copy_batch.c' <<<"$embedding" && grep -q 'copy_batch.py' <<<"$embedding" ||
+  fail "docs/EMBEDDING.md's \"In an installed package\" has no sh block building the C example and running the Python one"
+sed 's/^/    /' <<<"$embedding"
+# cc as the user has it, else zig's; NumPy from scripts/setup-numpy.sh where python3 has none.
+mkdir -p "$WORK/bin"
+command -v cc >/dev/null || printf '#!/bin/sh\nexec "%s" cc "$@"\n' "$ZIG" >"$WORK/bin/cc"
+chmod +x "$WORK/bin/"* 2>/dev/null || true
+numpy_path=
+python3 -c 'import numpy' 2>/dev/null || numpy_path=$ROOT/.tools/python
+if ! PYTHONPATH=$numpy_path python3 -c 'import numpy' 2>/dev/null; then
+  echo "(no NumPy for python3, here or in .tools/python: the Python line is left out; scripts/setup-numpy.sh installs it)"
+  embedding=$(grep -v 'copy_batch.py' <<<"$embedding")
+fi
+for driver in none "$FAKE"; do
+  if [ "$driver" = none ]; then want="on cpu"; driver_env=(-u MTC_CUDA_DRIVER); else want="on cuda:0"; driver_env=(MTC_CUDA_DRIVER="$driver" FAKE_CUDA_DEVICE_COUNT=2); fi
+  rm -f copy_batch
+  out=$(env "${driver_env[@]}" PATH="$WORK/bin:$PATH" PYTHONPATH="$numpy_path" bash -euo pipefail -c "$embedding" 2>&1) ||
+    { echo "$out"; fail "docs/EMBEDDING.md's commands in the app (driver: $driver)"; }
+  grep -q "copy_batch: ok (.* checked $want)" <<<"$out" || { echo "$out"; fail "the packaged C example did not copy $want"; }
+  grep "copy_batch: ok\|copy_batch.py: ok" <<<"$out" | sed "s/^/  ($([ "$driver" = none ] && echo 'no driver' || echo 'emulated driver')) /"
+done
 
 cd "$ROOT"
 step "the install sequences of the README and docs/INSTALL.md, as written: the same in both; each in a new folder"
