@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import { startCopy, Tensor } from "./ts/mod.ts";
+ * import { startCopy, Tensor } from "multi-tensor-copier";
  *
  * const batch = [{ boxes: new Tensor(new Float32Array(8), [2, 4]), ids: new BigInt64Array(2), name: "a" }];
  * const onGpu = await startCopy(batch, "cuda:0");   // [{ boxes: DeviceTensor, ids: DeviceTensor, name: "a" }]
@@ -15,7 +15,7 @@
  * Streams, device-to-device operators and prefetching:
  *
  * ```ts
- * import { disposeAll, prefetch, Stream, ToDevice, withStream } from "./ts/mod.ts";
+ * import { disposeAll, prefetch, Stream, ToDevice, withStream } from "multi-tensor-copier";
  *
  * const compute = Stream.create("cuda:0");
  * // The copy waits for nothing of yours, and `compute` waits for the copy:

@@ -195,9 +195,13 @@ static uint64_t blocks_live(void) {
 }
 
 int main(void) {
-  if (mtc_version_number() / 10000 != MTC_VERSION_MAJOR) {
-    fprintf(stderr, "copy_batch: built for libmtc %d.x, loaded %s\n", MTC_VERSION_MAJOR,
-            mtc_version_string());
+  /* The rule of docs/VERSIONING.md: the same major, and before 1.0 the same
+   * minor, as the mtc.h this was compiled with. */
+  const uint32_t loaded = mtc_version_number();
+  if (loaded / 10000 != MTC_VERSION_MAJOR ||
+      (MTC_VERSION_MAJOR == 0 && loaded / 100 % 100 != MTC_VERSION_MINOR)) {
+    fprintf(stderr, "copy_batch: built for libmtc %d.%d, loaded %s\n", MTC_VERSION_MAJOR,
+            MTC_VERSION_MINOR, mtc_version_string());
     return 1;
   }
   int32_t devices = 0;

@@ -13,7 +13,9 @@ np.from_dlpack on host copies. Exits 0 when every check passed.
     python3 examples/python/copy_batch.py
     MTC_CUDA_DRIVER=zig-out/lib/libfakecuda.so python3 examples/python/copy_batch.py   # emulated GPUs
 
-The library is MTC_LIBRARY_PATH, else the repository's zig-out/lib/libmtc.so.
+The library is MTC_LIBRARY_PATH, else the repository's zig-out/lib/libmtc.so,
+else (in an installed npm package, which ships this file) the package's
+prebuilt/linux-x64/libmtc.so.
 MTC_REQUIRE_GPU=1 makes the absence of a CUDA device an error.
 """
 
@@ -78,10 +80,16 @@ KDL_CPU, KDL_CUDA = 1, 2
 DLPACK_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
 
+WRITTEN_FOR = 100  # mtc_version_number() of libmtc 0.1.0, whose ABI this file declares
+
+
 def load_library() -> ctypes.CDLL:
-    path = os.environ.get("MTC_LIBRARY_PATH") or str(Path(__file__).resolve().parents[2] / "zig-out/lib/libmtc.so")
-    if not Path(path).exists():
-        sys.exit(f"copy_batch.py: no libmtc at {path}: build it (zig build) or set MTC_LIBRARY_PATH")
+    root = Path(__file__).resolve().parents[2]  # the repository, or the installed package
+    tried = [os.environ["MTC_LIBRARY_PATH"]] if os.environ.get("MTC_LIBRARY_PATH") else [
+        str(root / "zig-out/lib/libmtc.so"), str(root / "prebuilt/linux-x64/libmtc.so")]
+    path = next((p for p in tried if Path(p).exists()), None)
+    if path is None:
+        sys.exit(f"copy_batch.py: no libmtc at {' or '.join(tried)}: build it (zig build) or set MTC_LIBRARY_PATH")
     lib = ctypes.CDLL(path)
     signatures = {
         "mtc_version_number": ([], c_u32),
@@ -108,8 +116,9 @@ def load_library() -> ctypes.CDLL:
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
-    if lib.mtc_version_number() // 10000 != 0:
-        sys.exit(f"copy_batch.py: written for libmtc 0.x, loaded {lib.mtc_version_string().decode()}")
+    # The rule of docs/VERSIONING.md: the same major, and before 1.0 the same minor.
+    if lib.mtc_version_number() // 100 != WRITTEN_FOR // 100:
+        sys.exit(f"copy_batch.py: written for libmtc 0.1.x, loaded {lib.mtc_version_string().decode()}")
     return lib
 
 

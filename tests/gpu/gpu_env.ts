@@ -3,24 +3,22 @@
  * real driver, or the emulated one through MTC_CUDA_DRIVER), the skip
  * message, and `gpuTest`. Without a device each file prints
  * "GPU suite skipped: <reason>" and skips, unless MTC_REQUIRE_GPU=1: then a
- * test fails saying why.
+ * test fails saying why. (`npm test` shows a wholly skipped run as one line:
+ * scripts/test.sh.)
  *
  * @module
  */
 
-import { cudaDeviceCount, cudaUnavailableReason, hasKernels, libraryVersion } from "../../ts/mod.ts";
+import { cudaDeviceCount, hasKernels, libraryVersion } from "../../ts/mod.ts";
 import { env, note, test } from "../ts/harness.ts";
+import { gpuSkipReason } from "./device_check.ts";
 
 function skipReason(): string | undefined {
-  try {
-    const count = cudaDeviceCount();
-    if (count === 0) return `no CUDA device: ${cudaUnavailableReason()} (set MTC_CUDA_DRIVER to use the emulated driver)`;
-    const driver = env("MTC_CUDA_DRIVER") ? `emulated driver ${env("MTC_CUDA_DRIVER")}` : "CUDA driver";
-    note(`GPU suite: ${count} device(s), ${driver}, libmtc ${libraryVersion()}, kernels: ${hasKernels() ? "yes" : "no"}`);
-    return undefined;
-  } catch (e) {
-    return `libmtc could not be loaded: ${e instanceof Error ? e.message : String(e)}`;
-  }
+  const why = gpuSkipReason();
+  if (why !== undefined) return why;
+  const driver = env("MTC_CUDA_DRIVER") ? `emulated driver ${env("MTC_CUDA_DRIVER")}` : "CUDA driver";
+  note(`GPU suite: ${cudaDeviceCount()} device(s), ${driver}, libmtc ${libraryVersion()}, kernels: ${hasKernels() ? "yes" : "no"}`);
+  return undefined;
 }
 
 /** Why the GPU suite is skipped, or undefined when it runs. */

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # The npm package as a user gets it: `npm pack` (which builds dist/ and the
-# prebuilt libmtc.so), the tarball's contents, an offline install into an
+# prebuilt libmtc.so), the tarball's contents and that every link in its
+# files resolves inside it (tests/package/check_links.ts), an offline install into an
 # empty scratch project, and tests/package/smoke.ts run there, importing the
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver.
 # Then the version check of the packed bindings (a library that reports
-# another version), the library lookup, the consumer's type check, and the
-# version unit tests (tests/package/version.test.ts) under both runtimes.
+# another version), the library lookup, the consumer's type check; the
+# install sequences of the README (the same as docs/INSTALL.md's), run as
+# written, each in a new folder with examples/kernel.ts as the app's main.ts
+# (the "once published" ones against tests/package/registry.ts, serving the
+# tarball); docs/EMBEDDING.md's commands in the app (the packaged C example
+# built against the packaged mtc.h and library, the Python example); and the
+# version and link-check unit tests under both runtimes.
 # Exits non-zero on the first failure, saying what failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +31,17 @@ DENO_RUN=("$DENO" run --allow-ffi --allow-env --allow-read)
 [ -f "$FAKE" ] || "$ZIG" build
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mtc-package.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# The README's install commands run `npm pack` in the checkout, which writes
+# the .tgz there: removed at the end unless it was there before.
+README_TGZ=$ROOT/$(node -p 'const p = require("./package.json"); `${p.name}-${p.version}.tgz`')
+[ -e "$README_TGZ" ] && README_TGZ=
+REGISTRY_PID=
+cleanup() {
+  [ -z "$REGISTRY_PID" ] || kill "$REGISTRY_PID" 2>/dev/null || true
+  [ -z "$README_TGZ" ] || rm -f "$README_TGZ"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 
 fail() { echo "install test: FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
@@ -50,12 +66,15 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
-for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
+# The docs the README links to, and for embedders the C header and the C and Python examples.
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
+  docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+  "prebuilt/linux-x64/libmtc.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
@@ -81,6 +100,9 @@ leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
 [ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
 echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
 
+step "links in the shipped files (Markdown, doc comments of dist/): each resolves inside the tarball"
+"$DENO" run --allow-read tests/package/check_links.ts "$WORK/unpacked/package" || fail "a shipped file links to what the tarball lacks (tests/package/check_links.ts)"
+
 step "package.json: no runtime dependencies"
 node -e '
   const p = require(process.argv[1]);
@@ -88,6 +110,22 @@ node -e '
     if (p[k] && Object.keys(p[k]).length) { console.error(`${k}: ${Object.keys(p[k])}`); process.exit(1); }
   }' "$WORK/unpacked/package/package.json" || fail "the package has runtime dependencies"
 echo "none (devDependencies are not installed by users)"
+
+step "package.json: os linux, cpu x64, so that npm refuses other platforms (npm told it runs on darwin, then on arm64)"
+node -e '
+  const p = require(process.argv[1]);
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  if (!same(p.os, ["linux"]) || !same(p.cpu, ["x64"])) { console.error(`os ${JSON.stringify(p.os)}, cpu ${JSON.stringify(p.cpu)}`); process.exit(1); }
+  ' "$WORK/unpacked/package/package.json" || fail "package.json should say os [\"linux\"] and cpu [\"x64\"] (the one prebuilt library)"
+for fake in "platform darwin" "arch arm64"; do
+  set -- $fake
+  mkdir -p "$WORK/refused-$2"
+  printf "Object.defineProperty(process, '%s', { value: '%s' });\n" "$1" "$2" >"$WORK/refused-$2/as-$2.cjs"
+  out=$(cd "$WORK/refused-$2" && NODE_OPTIONS="--require=$WORK/refused-$2/as-$2.cjs" \
+    npm install --offline --no-audit --no-fund "$TARBALL" 2>&1) && fail "npm installed the package on $2: $out"
+  grep -q "EBADPLATFORM" <<<"$out" || fail "npm on $2 failed, but not with EBADPLATFORM: $out"
+  echo "npm on $2: $(grep -m1 'Unsupported platform' <<<"$out" | sed 's/^npm error //')"
+done
 
 step "offline install into an empty project"
 APP=$WORK/app
@@ -162,11 +200,89 @@ printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESN
 "$DENO" check smoke.ts smoke_npm.ts readme_first.ts || fail "deno check on the consumer"
 echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
 
+step "for embedders, docs/EMBEDDING.md's commands as written in the app: the C example built against the packaged mtc.h and libmtc.so, the Python example"
+embedding=$(awk '/^## In an installed package/ { section = 1; next } section && /^## / { exit }
+  section && /^```sh$/ { grab = 1; next } grab && /^```$/ { exit } grab' "$ROOT/docs/EMBEDDING.md")
+grep -q 'copy_batch.c' <<<"$embedding" && grep -q 'copy_batch.py' <<<"$embedding" ||
+  fail "docs/EMBEDDING.md's \"In an installed package\" has no sh block building the C example and running the Python one"
+sed 's/^/    /' <<<"$embedding"
+# cc as the user has it, else zig's; NumPy from scripts/setup-numpy.sh where python3 has none.
+mkdir -p "$WORK/bin"
+command -v cc >/dev/null || printf '#!/bin/sh\nexec "%s" cc "$@"\n' "$ZIG" >"$WORK/bin/cc"
+chmod +x "$WORK/bin/"* 2>/dev/null || true
+numpy_path=
+python3 -c 'import numpy' 2>/dev/null || numpy_path=$ROOT/.tools/python
+if ! PYTHONPATH=$numpy_path python3 -c 'import numpy' 2>/dev/null; then
+  echo "(no NumPy for python3, here or in .tools/python: the Python line is left out; scripts/setup-numpy.sh installs it)"
+  embedding=$(grep -v 'copy_batch.py' <<<"$embedding")
+fi
+for driver in none "$FAKE"; do
+  if [ "$driver" = none ]; then want="on cpu"; driver_env=(-u MTC_CUDA_DRIVER); else want="on cuda:0"; driver_env=(MTC_CUDA_DRIVER="$driver" FAKE_CUDA_DEVICE_COUNT=2); fi
+  rm -f copy_batch
+  out=$(env "${driver_env[@]}" PATH="$WORK/bin:$PATH" PYTHONPATH="$numpy_path" bash -euo pipefail -c "$embedding" 2>&1) ||
+    { echo "$out"; fail "docs/EMBEDDING.md's commands in the app (driver: $driver)"; }
+  grep -q "copy_batch: ok (.* checked $want)" <<<"$out" || { echo "$out"; fail "the packaged C example did not copy $want"; }
+  grep "copy_batch: ok\|copy_batch.py: ok" <<<"$out" | sed "s/^/  ($([ "$driver" = none ] && echo 'no driver' || echo 'emulated driver')) /"
+done
+
 cd "$ROOT"
-step "version unit tests under Bun and Deno"
-"$DENO" check tests/package/version.test.ts || fail "deno check tests/package"
-"$BUN" test tests/package/version.test.ts || fail "bun test tests/package"
-"$DENO" test --allow-read --allow-env --allow-ffi tests/package/version.test.ts || fail "deno test tests/package"
+step "the install sequences of the README and docs/INSTALL.md, as written: the same in both; each in a new folder"
+# A sequence: the lines of a ```sh block from a "# Bun, ..." or "# Deno, ..."
+# comment to the next one or the block's end. Printed with a line "%%" between two.
+sequences() {
+  awk '/^```sh$/ { inblock = 1; first = 1; next }
+    inblock && /^```$/ { inblock = 0; next }
+    inblock && first { first = 0; if ($0 !~ /^# (Bun|Deno), /) { inblock = 0; next } }
+    inblock && /^# (Bun|Deno), / { if (n++) print "%%" }
+    inblock { print }' "$1"
+}
+sequences README.md >"$WORK/sequences"
+if ! diff <(sequences docs/INSTALL.md) "$WORK/sequences" >"$WORK/sequences.diff"; then
+  cat "$WORK/sequences.diff"
+  fail "docs/INSTALL.md's install sequences differ from the README's (< INSTALL.md, > README.md)"
+fi
+labels=$(grep -E '^# (Bun|Deno), ' "$WORK/sequences" | sed -E 's/^# //; s/:.*//')
+for want in "Bun, from the tarball" "Deno, from the tarball" "Bun, from the clone's sources" \
+  "Deno, from the clone's sources" "Bun, once published" "Deno, once published"; do
+  grep -qxF "$want" <<<"$labels" || fail "the README has no install sequence \"# $want\" (it has: $(tr '\n' ';' <<<"$labels"))"
+done
+# The one the once-published sequences install from: the tarball, served as the registry would.
+"$DENO" run --allow-net=127.0.0.1 --allow-read --allow-write tests/package/registry.ts \
+  "$TARBALL" "$WORK/unpacked/package/package.json" "$WORK/registry.port" &
+REGISTRY_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/registry.port" ] && break; sleep 0.1; done
+[ -s "$WORK/registry.port" ] || fail "the stand-in registry (tests/package/registry.ts) did not start"
+REGISTRY=http://127.0.0.1:$(cat "$WORK/registry.port")/
+awk -v dir="$WORK" '/^%%$/ { n++; next } { print > (dir "/sequence-" n ".sh") }' "$WORK/sequences"
+for seq in "$WORK"/sequence-*.sh; do
+  label=$(head -1 "$seq" | sed 's/^# //')
+  dir=${seq%.sh}
+  mkdir -p "$dir/my-app"
+  ln -s "$ROOT" "$dir/mtc"
+  # main.ts: examples/kernel.ts as an app has it, importing the package by name.
+  sed 's|from "../ts/mod.ts"|from "multi-tensor-copier"|' examples/kernel.ts >"$dir/my-app/main.ts"
+  cp examples/kernel_ptx.ts "$dir/my-app/"
+  grep -q 'from "multi-tensor-copier"' "$dir/my-app/main.ts" || fail "examples/kernel.ts no longer imports ../ts/mod.ts"
+  echo "$label:"
+  sed 's/^/    /' "$seq"
+  # bun and deno as a user has them on PATH; caches of their own, and the
+  # registry the stand-in, so that nothing reaches (or is kept from) the real one.
+  rc=0
+  (cd "$dir" && env PATH="$ROOT/node_modules/.bin:$PATH" MTC_CUDA_DRIVER="$FAKE" NPM_CONFIG_REGISTRY="$REGISTRY" \
+    npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false \
+    BUN_INSTALL_CACHE_DIR="$WORK/bun-cache" DENO_DIR="$WORK/deno-dir" bash -euo pipefail "$seq") >"$dir.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || { tail -30 "$dir.log"; fail "\"$label\" exited with status $rc"; }
+  grep -q "every value is 2x + 1" "$dir.log" || { tail -30 "$dir.log"; fail "\"$label\": examples/kernel.ts did not check its results"; }
+  echo "  -> $(grep "every value is 2x + 1" "$dir.log")"
+done
+kill "$REGISTRY_PID" 2>/dev/null || true
+REGISTRY_PID=
+
+step "version and link-check unit tests under Bun and Deno"
+"$DENO" check tests/package/version.test.ts tests/package/links.test.ts tests/package/registry.ts || fail "deno check tests/package"
+"$BUN" test tests/package/version.test.ts tests/package/links.test.ts || fail "bun test tests/package"
+"$DENO" test --allow-read --allow-write --allow-env --allow-ffi tests/package/version.test.ts tests/package/links.test.ts ||
+  fail "deno test tests/package"
 
 echo
 echo "install test: all checks passed"

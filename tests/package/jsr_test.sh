@@ -2,7 +2,9 @@
 # The JSR package: `deno publish --dry-run` type-checks ts/mod.ts, checks the
 # public API for slow types (exports without explicit types) and lists the
 # files it would publish; then checks that list against deno.json's intent:
-# the ts/ sources, README.md and deno.json, nothing else. Runs offline: the
+# the ts/ sources, README.md, CHANGELOG.md, deno.json, docs/, the C header and the C and
+# Python examples, nothing else; and that every link in them resolves inside
+# that set (tests/package/check_links.ts). Runs offline: the
 # dry run needs no network (jsr.io is only contacted by a real publish).
 # --allow-dirty: a dry run in a working tree with uncommitted changes; it
 # skips no check of the package.
@@ -23,7 +25,12 @@ files=$(sed -n 's|^ *file://'"$PWD"'/\([^ ]*\) (.*|\1|p' <<<"$out" | sort)
 for f in deno.json README.md LICENSE ts/mod.ts ts/ffi/library.ts ts/ffi/symbols.ts; do
   grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
 done
-others=$(grep -vE '^(deno\.json|README\.md|LICENSE|ts/.+\.ts)$' <<<"$files" || true)
-[ -z "$others" ] || fail "the package would publish files outside ts/: $others"
+for f in CHANGELOG.md docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
+  grep -qxF "$f" <<<"$files" || fail "the package lacks $f (the README links to the docs; embedders read the rest)"
+done
+others=$(grep -vE '^(deno\.json|README\.md|LICENSE|CHANGELOG\.md|ts/.+\.ts|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' <<<"$files" || true)
+[ -z "$others" ] || fail "the package would publish files it should not: $others"
 ! grep -qxF ts/testing.ts <<<"$files" || fail "ts/testing.ts (test helpers) would be published"
-echo "jsr test: $(wc -l <<<"$files") files (deno.json, README.md, LICENSE, ts/); no slow types"
+# shellcheck disable=SC2086 # one argument a file
+"$DENO" run --allow-read tests/package/check_links.ts . $files || fail "a published file links to what the package lacks (tests/package/check_links.ts)"
+echo "jsr test: $(wc -l <<<"$files") files (deno.json, README.md, LICENSE, CHANGELOG.md, ts/, docs/, mtc.h, the C and Python examples); no slow types"

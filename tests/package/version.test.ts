@@ -1,6 +1,7 @@
-// The version rules of the bindings, and that every place naming the
-// package's version agrees: package.json, deno.json, mtc.h and the version
-// the bindings expect (EXPECTED_VERSION_NUMBER).
+// The version rules of the bindings (docs/VERSIONING.md), and that every
+// place naming the package's version agrees: package.json, deno.json, mtc.h,
+// the version the bindings expect (EXPECTED_VERSION_NUMBER) and the
+// CHANGELOG's newest release.
 import { readFileSync } from "node:fs";
 import { checkLibraryVersion } from "../../ts/ffi/library.ts";
 import { EXPECTED_VERSION_NUMBER } from "../../ts/ffi/symbols.ts";
@@ -32,6 +33,13 @@ test("version: package.json, deno.json, mtc.h and the bindings name the same ver
   assertSame(jsr, npm, "deno.json and package.json versions");
   assertSame(headerVersion(), npm, "mtc.h MTC_VERSION_* and package.json version");
   assertSame(EXPECTED_VERSION_NUMBER, numberOf(npm), "EXPECTED_VERSION_NUMBER (ts/ffi/symbols.ts) and package.json version");
+});
+
+test("version: the CHANGELOG's newest release is the package's version", () => {
+  const npm = JSON.parse(read("package.json")).version as string;
+  const newest = read("CHANGELOG.md").match(/^## (\d+\.\d+\.\d+)\b/m);
+  assert(newest !== null, "CHANGELOG.md has a release heading (## X.Y.Z...)");
+  assertSame(newest[1], npm, "CHANGELOG.md's first release heading and package.json version");
 });
 
 test("version: a library of the same 0.x minor is accepted, whatever its patch", () => {
