@@ -6,6 +6,7 @@ import { assert, assertSame, runner, test } from "./harness.ts";
 
 const EXAMPLE = new URL("../../examples/example.ts", import.meta.url).pathname;
 const QUICK_START = new URL("../../examples/quick_start.ts", import.meta.url).pathname;
+const ARENA_LOADER = new URL("../../examples/arena_loader.ts", import.meta.url).pathname;
 const NO_DRIVER = { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" };
 
 function shown(r: ScriptResult): string {
@@ -64,3 +65,9 @@ test("quick start: without a CUDA driver it says why and copies to cpu; with MTC
   assertSame(emulated.code, 0, shown(emulated));
   assertSame(emulated.stdout, "cuda:0 [ 30, 4 ] cam1\n", shown(emulated));
 });
+
+test("arena loader: two arenas in rotation to cuda:0, every label checked", async () => {
+  const r = await runScript(ARENA_LOADER, ["--steps", "6"], { MTC_CUDA_DRIVER: driverPath! });
+  assertSame(r.code, 0, shown(r));
+  assert(r.stdout.includes("6 batches built in two pinned arenas and copied to cuda:0"), shown(r));
+}, { skip: driverPath === undefined ? "no emulated driver (MTC_CUDA_DRIVER)" : undefined });
