@@ -17,6 +17,7 @@
  *   FAKE_CUDA_DEVICE_MEMORY_BYTES   memory per device (default 8g)
  *   FAKE_CUDA_PINNED_MEMORY_BYTES   pinned host memory in all (default: no limit)
  *   FAKE_CUDA_COPY_DELAY_US         modelled duration of each copy (default 0)
+ *   FAKE_CUDA_NO_PEER               1: no two devices are peers (default 0)
  *   FAKE_CUDA_QUIET                 1: no stderr line for failed calls
  *   FAKE_CUDA_LOG                   a file: failed calls' lines are appended
  *                                   there instead of stderr (the test script
@@ -280,6 +281,7 @@ static uint64_t g_pinned_used;
 static uint64_t g_copy_delay_ns;
 /* fake_cuda_set_copy_delay_us was called: cuInit keeps its value. */
 static int g_copy_delay_set;
+static int g_no_peer; /* FAKE_CUDA_NO_PEER: no pair of devices has peer access */
 static unsigned long long g_copy_count;
 static unsigned long long g_pageable_copy_count;
 static unsigned long long g_launch_count;
@@ -693,6 +695,7 @@ FAKE_API CUresult cuInit(unsigned int Flags) {
     g_device_mem_limit = env_u64("FAKE_CUDA_DEVICE_MEMORY_BYTES", UINT64_C(8) << 30, UINT64_MAX);
     g_pinned_limit = env_u64("FAKE_CUDA_PINNED_MEMORY_BYTES", 0, UINT64_MAX);
     if (!g_copy_delay_set) g_copy_delay_ns = env_u64("FAKE_CUDA_COPY_DELAY_US", 0, UINT64_C(1) << 40) * 1000u;
+    g_no_peer = (int)env_u64("FAKE_CUDA_NO_PEER", 0, 1);
     for (int d = 0; d < FAKE_MAX_DEVICES; d++) {
       g_ctx[d].device = d;
       g_ctx[d].null_stream.device = d;
@@ -1367,8 +1370,10 @@ FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevi
   if (dev < 0 || dev >= g_device_count || peerDev < 0 || peerDev >= g_device_count)
     return report(CUDA_ERROR_INVALID_DEVICE, __func__, "devices %d and %d, there are %d devices", dev, peerDev,
                   g_device_count);
-  /* Every two distinct devices are peers here; a device is not its own peer. */
-  *canAccessPeer = dev != peerDev;
+  /* Every two distinct devices are peers here (none with FAKE_CUDA_NO_PEER,
+   * as on a host whose GPUs sit behind different PCIe roots); a device is
+   * not its own peer. */
+  *canAccessPeer = dev != peerDev && !g_no_peer;
   return CUDA_SUCCESS;
 }
 
@@ -1383,6 +1388,10 @@ FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flag
   if ((r = need_ctx(__func__, &c)) || (r = check_ctx_handle(__func__, peerContext, &peer))) goto out;
   if (peer == c) {
     r = report(CUDA_ERROR_INVALID_DEVICE, __func__, "peerContext is the current context (device %d)", c->device);
+  } else if (g_no_peer) {
+    r = report(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, __func__,
+               "device %d cannot access device %d (FAKE_CUDA_NO_PEER: cuDeviceCanAccessPeer says 0)", c->device,
+               peer->device);
   } else if (c->peer_mask & (UINT64_C(1) << peer->device)) {
     /* Not an error worth a line: callers expect it on the second call. */
     r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
@@ -1421,6 +1430,10 @@ FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m
     else if (d->location.id == pl->device && d->flags != 3)
       r = report(CUDA_ERROR_INVALID_VALUE, fn,
                  "map[%zu] takes access away from the pool's own device %d (flags %d)", i, pl->device, d->flags);
+    else if (d->location.id != pl->device && d->flags != 0 && g_no_peer)
+      r = report(CUDA_ERROR_INVALID_DEVICE, fn,
+                 "map[%zu]: device %d cannot access device %d's pool (FAKE_CUDA_NO_PEER: no two devices are peers)",
+                 i, d->location.id, pl->device);
   }
   if (!r)
     for (size_t i = 0; i < count; i++) pl->access[map[i].location.id] = (unsigned char)map[i].flags;
