@@ -16,7 +16,7 @@ const std = @import("std");
 /// A new file needs only its folder's list.
 const lib_folders = [_]SourceFolder{
     // the plan's life cycle: create, add, submit, wait, results, release
-    .{ .path = "lib/src/plan", .files = &.{ "create.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
+    .{ .path = "lib/src/plan", .files = &.{ "create.c", "destinations.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
     // carrying a submitted plan out: background thread, one file per direction
     .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "transfer.c", "transfer_context.c" } },
     // where each leaf goes: reused, packed into a chunk, or its own block
@@ -216,6 +216,18 @@ pub fn build(b: *std.Build) void {
         run_dlpack_first.setName("run test_dlpack (dlpack.h first)");
         run_dlpack_first.addFileArg(fake.getEmittedBin());
         test_step.dependOn(&run_dlpack_first.step);
+
+        // Copies into existing memory between the two emulated GPUs, with
+        // and without peer access (libmtc sets a pair up once a process).
+        const into_peer = testExecutable(b, "test_into_peer", config, static);
+        gpu_bins.dependOn(&b.addInstallArtifact(into_peer, .{}).step);
+        for ([_][]const u8{ "peer", "no-peer" }) |mode| {
+            const run_into_peer = b.addRunArtifact(into_peer);
+            run_into_peer.setName(b.fmt("run test_into_peer ({s})", .{mode}));
+            run_into_peer.addFileArg(fake.getEmittedBin());
+            run_into_peer.addArg(mode);
+            test_step.dependOn(&run_into_peer.step);
+        }
 
         // MTC_FAULT's scenarios, each in a child process of its own.
         const faults = testExecutable(b, "test_faults", config, static);
