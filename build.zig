@@ -68,12 +68,25 @@ const nvcc_flags = [_][]const u8{
     "arch=compute_100,code=[sm_100,compute_100]",
 };
 
+/// The emulated driver, one file per driver area (tests/fake_cuda/fake_cuda.h
+/// lists them); fake_cuda.c is the one whose presence enables the device tests.
 const fake_cuda_source = "tests/fake_cuda/fake_cuda.c";
+const fake_cuda_sources = [_][]const u8{
+    fake_cuda_source,
+    "tests/fake_cuda/fake_registry.c",
+    "tests/fake_cuda/fake_context.c",
+    "tests/fake_cuda/fake_streams.c",
+    "tests/fake_cuda/fake_memory.c",
+    "tests/fake_cuda/fake_modules.c",
+    "tests/fake_cuda/fake_launch.c",
+};
 const fake_cuda_selftest_source = "tests/fake_cuda/fake_cuda_selftest.c";
 
 const fake_cuda_flags = [_][]const u8{
     "-std=c11",
     "-D_GNU_SOURCE",
+    // Only the driver's calls and the test hooks (FAKE_API) leave the library.
+    "-fvisibility=hidden",
 };
 
 const test_flags = [_][]const u8{
@@ -186,7 +199,7 @@ pub fn build(b: *std.Build) void {
             .optimize = optimize,
             .link_libc = true,
         });
-        fake_mod.addCSourceFiles(.{ .files = &.{fake_cuda_source}, .flags = &fake_cuda_flags });
+        fake_mod.addCSourceFiles(.{ .files = &fake_cuda_sources, .flags = &fake_cuda_flags });
         fake_mod.addIncludePath(b.path("tests/fake_cuda"));
         fake_mod.linkSystemLibrary("pthread", .{});
         const fake = b.addLibrary(.{
@@ -362,7 +375,7 @@ fn kernelTests(
         .optimize = config.optimize,
         .link_libc = true,
     });
-    old_mod.addCSourceFiles(.{ .files = &.{fake_cuda_source}, .flags = &(fake_cuda_flags ++ .{"-DFAKE_CUDA_NO_MODULE_API"}) });
+    old_mod.addCSourceFiles(.{ .files = &fake_cuda_sources, .flags = &(fake_cuda_flags ++ .{"-DFAKE_CUDA_NO_MODULE_API"}) });
     old_mod.linkSystemLibrary("pthread", .{});
     const old_driver = b.addLibrary(.{ .name = "fakecuda_no_modules", .linkage = .dynamic, .root_module = old_mod });
     const run_old = b.addRunArtifact(exe);
