@@ -16,7 +16,7 @@ const std = @import("std");
 /// A new file needs only its folder's list.
 const lib_folders = [_]SourceFolder{
     // the plan's life cycle: create, add, submit, wait, results, release
-    .{ .path = "lib/src/plan", .files = &.{ "create.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
+    .{ .path = "lib/src/plan", .files = &.{ "create.c", "destinations.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
     // carrying a submitted plan out: background thread, one file per direction
     .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "transfer.c", "transfer_context.c" } },
     // where each leaf goes: reused, packed into a chunk, or its own block
@@ -68,12 +68,25 @@ const nvcc_flags = [_][]const u8{
     "arch=compute_100,code=[sm_100,compute_100]",
 };
 
+/// The emulated driver, one file per driver area (tests/fake_cuda/fake_cuda.h
+/// lists them); fake_cuda.c is the one whose presence enables the device tests.
 const fake_cuda_source = "tests/fake_cuda/fake_cuda.c";
+const fake_cuda_sources = [_][]const u8{
+    fake_cuda_source,
+    "tests/fake_cuda/fake_registry.c",
+    "tests/fake_cuda/fake_context.c",
+    "tests/fake_cuda/fake_streams.c",
+    "tests/fake_cuda/fake_memory.c",
+    "tests/fake_cuda/fake_modules.c",
+    "tests/fake_cuda/fake_launch.c",
+};
 const fake_cuda_selftest_source = "tests/fake_cuda/fake_cuda_selftest.c";
 
 const fake_cuda_flags = [_][]const u8{
     "-std=c11",
     "-D_GNU_SOURCE",
+    // Only the driver's calls and the test hooks (FAKE_API) leave the library.
+    "-fvisibility=hidden",
 };
 
 const test_flags = [_][]const u8{
@@ -187,7 +200,7 @@ pub fn build(b: *std.Build) void {
             .optimize = optimize,
             .link_libc = true,
         });
-        fake_mod.addCSourceFiles(.{ .files = &.{fake_cuda_source}, .flags = &fake_cuda_flags });
+        fake_mod.addCSourceFiles(.{ .files = &fake_cuda_sources, .flags = &fake_cuda_flags });
         fake_mod.addIncludePath(b.path("tests/fake_cuda"));
         fake_mod.linkSystemLibrary("pthread", .{});
         const fake = b.addLibrary(.{
@@ -217,6 +230,18 @@ pub fn build(b: *std.Build) void {
         run_dlpack_first.setName("run test_dlpack (dlpack.h first)");
         run_dlpack_first.addFileArg(fake.getEmittedBin());
         test_step.dependOn(&run_dlpack_first.step);
+
+        // Copies into existing memory between the two emulated GPUs, with
+        // and without peer access (libmtc sets a pair up once a process).
+        const into_peer = testExecutable(b, "test_into_peer", config, static);
+        gpu_bins.dependOn(&b.addInstallArtifact(into_peer, .{}).step);
+        for ([_][]const u8{ "peer", "no-peer" }) |mode| {
+            const run_into_peer = b.addRunArtifact(into_peer);
+            run_into_peer.setName(b.fmt("run test_into_peer ({s})", .{mode}));
+            run_into_peer.addFileArg(fake.getEmittedBin());
+            run_into_peer.addArg(mode);
+            test_step.dependOn(&run_into_peer.step);
+        }
 
         // MTC_FAULT's scenarios, each in a child process of its own.
         const faults = testExecutable(b, "test_faults", config, static);
@@ -351,7 +376,7 @@ fn kernelTests(
         .optimize = config.optimize,
         .link_libc = true,
     });
-    old_mod.addCSourceFiles(.{ .files = &.{fake_cuda_source}, .flags = &(fake_cuda_flags ++ .{"-DFAKE_CUDA_NO_MODULE_API"}) });
+    old_mod.addCSourceFiles(.{ .files = &fake_cuda_sources, .flags = &(fake_cuda_flags ++ .{"-DFAKE_CUDA_NO_MODULE_API"}) });
     old_mod.linkSystemLibrary("pthread", .{});
     const old_driver = b.addLibrary(.{ .name = "fakecuda_no_modules", .linkage = .dynamic, .root_module = old_mod });
     const run_old = b.addRunArtifact(exe);

@@ -22,6 +22,10 @@
  * S8  a decode step: 5 int32 arrays of 64 B–16 KiB (22,592 bytes) copyInto static cuda:0 buffers
  *     every step, against 5 synchronous copies into the same buffers; and copyInto of the
  *     example batch into existing DeviceTensors beside startCopy of it (bench/decode_step.ts)
+ * D1  the example batch already on cuda:0 → cuda:1 by startCopy, and copyInto DeviceTensors made
+ *     once on cuda:1, beside the same batch host → cuda:1; floor: one peer copy (bench/two_gpus.ts)
+ * D2  8 × 16 MiB float32 cuda:0 → cuda:1 by startCopy and by copyInto (effective GB/s)
+ *     (D1 and D2 run only where there are two GPUs)
  * J1  the JavaScript part of a copy (startCopy returns + get() once ready) of the S1 and
  *     S6 batches as a multiple of a plain deep clone of the same batch (bench/js_part.ts):
  *     the figure to watch on the emulated driver, where the copy's own time means nothing
@@ -35,7 +39,7 @@
 
 import { makeMixedBatch, mixedLeaves } from "./mixed_batch.ts";
 import { currentBackend } from "../ts/ffi/library.ts";
-import { cudaUnavailableReason, type DeviceTensor, disposeAll, poolStats, prefetch, startCopy } from "../ts/mod.ts";
+import { cudaDeviceCount, cudaUnavailableReason, type DeviceTensor, disposeAll, poolStats, prefetch, startCopy } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
@@ -44,10 +48,11 @@ import { measureJsPart, printJsPart } from "./js_part.ts";
 import { makeVaryingBatch } from "./varying_batch.ts";
 import { decodeStep } from "./decode_step.ts";
 import { pinnedScenarios, printPinnedCounters } from "./pinned.ts";
+import { twoGpus } from "./two_gpus.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 
@@ -104,6 +109,9 @@ results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, sum
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
 if (wanted("S8")) results.push(await decodeStep("S8", runs, { driver, pointerOf, measure, summarize, floorCopy }));
+const twoGpuIds = ["D1", "D2"].filter(wanted);
+if (twoGpuIds.length > 0 && cudaDeviceCount() < 2) console.log(`bench: ${twoGpuIds.join(", ")}: not run (needs two GPUs; this host has ${cudaDeviceCount()})`);
+else if (twoGpuIds.length > 0) results.push(...await twoGpus(twoGpuIds, runs, { driver, measure, summarize }, randomFloats));
 const pools = only?.includes("P1") || cli.flag("pools") ? poolSteadyState(10_000) : undefined;
 
 printTable(results, driver.emulated);

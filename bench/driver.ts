@@ -2,7 +2,8 @@
  * The CUDA driver, bound directly (not through libmtc), for the two yardsticks
  * every scenario is measured against in the same process:
  *  - the naive baseline: one allocation and one synchronous copy per leaf;
- *  - the floor: one copy of the scenario's total bytes from pinned memory, then a sync.
+ *  - the floor: one copy of the scenario's total bytes from pinned memory, then a sync
+ *    (between two GPUs: one peer copy of the same bytes, then a sync).
  *
  * @module
  */
@@ -30,6 +31,19 @@ const table = {
     args: ["ptr" /* void *dst */, "u64" /* CUdeviceptr src */, "u64" /* size_t bytes */, "ptr" /* CUstream stream */],
     result: "i32",
   },
+  cuMemcpyPeerAsync: {
+    args: [
+      "u64", /* CUdeviceptr dstDevice */
+      "ptr", /* CUcontext dstContext */
+      "u64", /* CUdeviceptr srcDevice */
+      "ptr", /* CUcontext srcContext */
+      "u64", /* size_t ByteCount */
+      "ptr", /* CUstream hStream */
+    ],
+    result: "i32",
+  },
+  cuDeviceCanAccessPeer: { args: ["buffer" /* int *canAccessPeer */, "i32" /* CUdevice dev */, "i32" /* CUdevice peerDev */], result: "i32" },
+  cuCtxEnablePeerAccess: { args: ["ptr" /* CUcontext peerContext */, "u32" /* unsigned int Flags */], result: "i32" },
 } as const satisfies Record<string, SymbolSpec>;
 
 type Fn = (...args: unknown[]) => number;
@@ -38,6 +52,9 @@ type Fn = (...args: unknown[]) => number;
 export class RawDriver {
   readonly #fn: Record<keyof typeof table, Fn>;
   readonly #stream: number;
+  readonly #ordinal: number;
+  /** The device's primary context (CUcontext), current on this thread after the constructor and use(). */
+  readonly context: number;
   readonly #out = new Uint32Array(2);
   /** True for the emulated driver (tests/fake_cuda), known by its test hooks: its copies are host memcpy. */
   readonly emulated: boolean;
@@ -49,8 +66,10 @@ export class RawDriver {
     this.#check(this.#fn.cuInit(0), "cuInit");
     this.#check(this.#fn.cuDeviceGet(this.#out, device), "cuDeviceGet");
     const ordinal = this.#out[0]!;
+    this.#ordinal = ordinal;
     this.#check(this.#fn.cuDevicePrimaryCtxRetain(this.#out, ordinal), "cuDevicePrimaryCtxRetain");
-    this.#check(this.#fn.cuCtxSetCurrent(this.#word()), "cuCtxSetCurrent");
+    this.context = this.#word();
+    this.#check(this.#fn.cuCtxSetCurrent(this.context), "cuCtxSetCurrent");
     this.#check(this.#fn.cuStreamCreate(this.#out, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
     this.#stream = this.#word();
   }
@@ -84,6 +103,33 @@ export class RawDriver {
   /** Device → host, then wait for it: a synchronous copy. */
   copyToHost(dstHost: number, src: number, bytes: number): void {
     this.#check(this.#fn.cuMemcpyDtoHAsync_v2(dstHost, src, bytes, this.#stream), "cuMemcpyDtoHAsync_v2");
+    this.#check(this.#fn.cuStreamSynchronize(this.#stream), "cuStreamSynchronize");
+  }
+
+  /** Makes this device's context current on the calling thread (the others' calls need theirs). */
+  use(): void {
+    this.#check(this.#fn.cuCtxSetCurrent(this.context), "cuCtxSetCurrent");
+  }
+
+  /**
+   * Lets this device's context reach `owner`'s memory directly, as libmtc
+   * does for a pair (an "already enabled" answer is fine); false when the
+   * pair cannot, and peer copies then go through the host. Makes this
+   * device's context current.
+   */
+  enablePeer(owner: RawDriver): boolean {
+    const can = new Int32Array(1);
+    this.#check(this.#fn.cuDeviceCanAccessPeer(can, this.#ordinal, owner.#ordinal), "cuDeviceCanAccessPeer");
+    if (can[0] === 0) return false;
+    this.use();
+    const r = this.#fn.cuCtxEnablePeerAccess(owner.context, 0);
+    if (r !== 0 && r !== 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */) this.#check(r, "cuCtxEnablePeerAccess");
+    return true;
+  }
+
+  /** Device → device (`src` of `source`'s, `dst` of this device's) on this device's stream, then wait: a synchronous peer copy. This device's context must be current. */
+  copyFromPeer(dst: number, source: RawDriver, src: number, bytes: number): void {
+    this.#check(this.#fn.cuMemcpyPeerAsync(dst, this.context, src, source.context, bytes, this.#stream), "cuMemcpyPeerAsync");
     this.#check(this.#fn.cuStreamSynchronize(this.#stream), "cuStreamSynchronize");
   }
 

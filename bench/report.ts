@@ -45,10 +45,11 @@ export function printTable(rows: ScenarioResult[], emulated: boolean, title = "r
         `${series(r.library).padEnd(27)} ${us(r.naive.median).padStart(12)}  ${us(r.floor.median).padStart(9)}  ` +
         `${(r.library.median / r.naive.median).toFixed(3).padStart(12)}  ${(r.library.median / r.floor.median).toFixed(2).padStart(12)}`,
     );
-    if (r.id === "S2" || r.id === "S7") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
+    if (r.id === "S2" || r.id === "S7" || r.id === "D2") console.log(`          effective ${(r.bytes / (r.library.median * 1e3)).toFixed(1)} GB/s (floor ${(r.bytes / (r.floor.median * 1e3)).toFixed(1)} GB/s, naive ${(r.bytes / (r.naive.median * 1e3)).toFixed(1)} GB/s)`);
     for (const [name, s] of Object.entries(r.extra)) {
       const shown = name.startsWith("batches per second") ? `${s.median.toFixed(0)}/s` : name.endsWith("(ratio of pairs)") ? `${s.median.toFixed(2)}× (${s.p10.toFixed(2)}–${s.p90.toFixed(2)})` : series(s);
-      console.log(`          ${name}: ${shown}`);
+      const gbps = r.id === "D2" ? ` (${(r.bytes / (s.median * 1e3)).toFixed(1)} GB/s)` : "";
+      console.log(`          ${name}: ${shown}${gbps}`);
     }
     console.log(`          ${r.what}`);
   }

@@ -12,13 +12,14 @@ bash scripts/setup.sh
 .tools/zig build gpu-test-bins -Doptimize=ReleaseSafe -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
 mkdir -p .carry/lib
 cp .carry/build/lib/libmtc.so .carry/build/bin/test_device .carry/build/bin/test_streams .carry/build/bin/test_kernels \
-  .carry/build/bin/test_dlpack .carry/build/bin/test_staging .carry/build/bin/test_strided .carry/build/bin/test_into .carry/build/bin/test_into_rules .carry/build/bin/test_pinned_direct .carry/lib/
+  .carry/build/bin/test_dlpack .carry/build/bin/test_staging .carry/build/bin/test_strided .carry/build/bin/test_into .carry/build/bin/test_into_rules \
+  .carry/build/bin/test_into_peer .carry/build/bin/test_pinned_direct .carry/lib/
 # The C embedding example (examples/c); it finds libmtc.so beside it.
 .tools/zig build examples -Doptimize=ReleaseFast -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
 cp .carry/build/bin/copy_batch .carry/lib/
 # The C library alone, phase by phase (bench/c/plan_bench.c), next to libmtc.so.
 .tools/zig cc -target x86_64-linux-gnu.2.28 -O2 -std=c11 -Wall -Wextra -Werror -Ilib/include bench/c/plan_bench.c \
-  -L.carry/lib -lmtc -Wl,-rpath,'$ORIGIN' -o .carry/lib/plan_bench
+  -L.carry/lib -lmtc -ldl -Wl,-rpath,'$ORIGIN' -o .carry/lib/plan_bench
 [ -f .carry/bun.xz ] || xz -T0 -6 -c node_modules/bun/bin/bun.exe > .carry/bun.xz
 [ -f .carry/deno.xz ] || xz -T0 -6 -c node_modules/@deno/linux-x64-glibc/deno > .carry/deno.xz
 ls -la .carry .carry/lib

@@ -59,6 +59,13 @@ c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `e
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
 
+c_bench() { # bench/c/plan_bench builds and runs every scenario (D1, D2 on two devices) against the emulated driver
+  mkdir -p zig-out/bin &&
+    "$ZIG" cc -O2 -std=c11 -Wall -Wextra -Werror -Ilib/include bench/c/plan_bench.c -Lzig-out/lib -lmtc -ldl \
+      -Wl,-rpath,"$PWD/zig-out/lib" -o zig-out/bin/plan_bench &&
+    env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 zig-out/bin/plan_bench 3
+}
+
 python_example() { # python_example ENV...: examples/python/copy_batch.py with NumPy in .tools/python, under `env ENV...`
   bash scripts/setup-numpy.sh && env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
@@ -114,7 +121,8 @@ suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu
 suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "${DENO_TEST[@]}" tests/gpu
 suite "benchmark smoke run under Bun (emulated driver: checks that it runs; its figures time host memcpy, not a GPU)" \
-  env MTC_CUDA_DRIVER="$FAKE" "$BUN" bench/bench.ts --runs 3
+  env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" bench/bench.ts --runs 3
+suite "C benchmark smoke run (bench/c/plan_bench.c, emulated driver, two devices)" c_bench
 suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
 suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh
 suite "docs: deno doc --lint and --html, the README's first example (tests/package/docs_test.sh)" bash tests/package/docs_test.sh

@@ -1,6 +1,9 @@
 /* plan_bench.c — the C library alone on the example batch (528 leaves,
- * 153,628 bytes, host → cuda:0), on the other host → device scenarios, and
- * on S4 (the example batch back from cuda:0 to the host):
+ * 153,628 bytes, host → cuda:0), on the other host → device scenarios, on
+ * S4 (the example batch back from cuda:0 to the host), and where there are
+ * two GPUs on D1 and D2 (cuda:0 → cuda:1: the example batch and 8 × 16 MiB,
+ * each by a plain plan and by a plan into existing blocks, the example
+ * batch also host → cuda:1, and the floor: one peer copy of the same bytes):
  * where a copy's time goes without any JavaScript. Prints, per scenario and
  * mode (background thread on/off), the median of each phase in µs:
  * create+add, submit (until it returns), wait, results, release, and the
@@ -13,11 +16,13 @@
  *     threads      options.staging_threads, the most staging threads one copy
  *                  uses (MTC_STAGING_THREADS sizes the pool; default: all)
  *   (needs a CUDA device; MTC_CUDA_DRIVER works too)
+ *   D1 and D2's floor binds the driver itself: MTC_CUDA_DRIVER, else libcuda.so.1.
  *   PLAN_BENCH_PAGES=huge|small puts each leaf of 64 KiB or more in its own
  *   mapping advised for transparent huge pages or against them (default:
  *   malloc's choice), to see what the page size of the source does to staging.
  */
 #define _DEFAULT_SOURCE
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,32 +166,37 @@ static batch in_pinned(const batch *host, mtc_block **keep) {
   return b;
 }
 
-/* The example batch copied to cuda:0 once, as device leaves (S4's
- * sources); *keep holds their blocks. */
-static batch on_device(const batch *host, mtc_plan **keep) {
+/* A batch copied to `device` once, as device leaves (S4's sources, D1's
+ * and D2's, and into-destinations); *keep holds their blocks, and with
+ * blocks non-NULL each leaf's block is written there. */
+static batch on_device(const batch *host, int32_t device, mtc_plan **keep, mtc_block **blocks) {
   mtc_options options = MTC_OPTIONS_INIT;
-  mtc_status s = mtc_plan_create(0, &options, keep);
+  mtc_status s = mtc_plan_create(device, &options, keep);
   if (s == MTC_OK) s = mtc_plan_add_leaves(*keep, host->leaves, host->count);
   if (s == MTC_OK) s = mtc_plan_submit(*keep);
   if (s == MTC_OK) s = mtc_plan_wait(*keep);
   mtc_leaf_result *results = malloc(host->count * sizeof *results);
   if (s == MTC_OK) s = mtc_plan_results(*keep, 0, host->count, results);
-  if (s != MTC_OK) die("copying S4's sources to cuda:0", s);
+  if (s != MTC_OK) die("copying a batch to the device", s);
   batch b = {malloc(host->count * sizeof(mtc_leaf)), host->count, host->bytes};
   for (size_t i = 0; i < host->count; i++) {
     b.leaves[i] = host->leaves[i];
     b.leaves[i].address = results[i].address;
-    b.leaves[i].device = 0;
+    b.leaves[i].device = device;
+    if (blocks != NULL) blocks[i] = results[i].block;
   }
   free(results);
   return b;
 }
 
 static uint64_t piece_bytes; /* 0: the library's default */
+static int wanted(const char *only, const char *name);
 static uint32_t staging_threads;
 
-static void run(const char *name, const batch *b, int32_t target,
-                int background, int runs) {
+/* Runs b to target `runs` times and prints the medians; with `into`
+ * (destinations on target, and their blocks), as copies into them. */
+static void run_plan(const char *name, const batch *b, int32_t target, int background,
+                     int runs, const batch *into, mtc_block **into_blocks) {
   mtc_options options = MTC_OPTIONS_INIT;
   options.use_background_thread = (uint32_t)background;
   if (piece_bytes != 0) options.staging_piece_bytes = piece_bytes;
@@ -201,8 +211,13 @@ static void run(const char *name, const batch *b, int32_t target,
     mtc_plan *plan = NULL;
     mtc_status s = mtc_plan_create(target, &options, &plan);
     if (s != MTC_OK) die("mtc_plan_create", s);
-    s = mtc_plan_add_leaves(plan, b->leaves, b->count);
-    if (s != MTC_OK) die("mtc_plan_add_leaves", s);
+    if (into == NULL) {
+      s = mtc_plan_add_leaves(plan, b->leaves, b->count);
+    } else {
+      s = mtc_plan_add_leaves_into(plan, b->leaves, into->leaves, b->count);
+      if (s == MTC_OK) s = mtc_plan_set_destination_blocks(plan, 0, into_blocks, b->count);
+    }
+    if (s != MTC_OK) die("adding the leaves", s);
     double t1 = now_us();
     s = mtc_plan_submit(plan);
     if (s != MTC_OK) die("mtc_plan_submit", s);
@@ -237,6 +252,101 @@ static void run(const char *name, const batch *b, int32_t target,
   free(results);
 }
 
+static void run(const char *name, const batch *b, int32_t target, int background, int runs) {
+  run_plan(name, b, target, background, runs, NULL, NULL);
+}
+
+/* The floor of D1 and D2, bound straight from the driver: one
+ * cuMemcpyPeerAsync of `bytes` from cuda:0 to cuda:1 and a synchronize,
+ * with peer access enabled where the pair has it (as libmtc does). */
+typedef unsigned long long devptr;
+static void peer_floor(const char *name, uint64_t bytes, int runs) {
+  const char *path = getenv("MTC_CUDA_DRIVER");
+  void *lib = dlopen(path != NULL && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) die("dlopen of the CUDA driver for the floor", MTC_ERR_NO_DRIVER);
+  int (*cuInit)(unsigned);
+  int (*cuDevicePrimaryCtxRetain)(void **, int);
+  int (*cuCtxPushCurrent_v2)(void *);
+  int (*cuCtxPopCurrent_v2)(void **);
+  int (*cuMemAlloc_v2)(devptr *, size_t);
+  int (*cuMemFree_v2)(devptr);
+  int (*cuStreamCreate)(void **, unsigned);
+  int (*cuStreamDestroy_v2)(void *);
+  int (*cuStreamSynchronize)(void *);
+  int (*cuMemcpyPeerAsync)(devptr, void *, devptr, void *, size_t, void *);
+  int (*cuDeviceCanAccessPeer)(int *, int, int);
+  int (*cuCtxEnablePeerAccess)(void *, unsigned);
+#define BIND(f) \
+  if ((*(void **)&f = dlsym(lib, #f)) == NULL) die(#f, MTC_ERR_NO_DRIVER)
+  BIND(cuInit); BIND(cuDevicePrimaryCtxRetain); BIND(cuCtxPushCurrent_v2); BIND(cuCtxPopCurrent_v2);
+  BIND(cuMemAlloc_v2); BIND(cuMemFree_v2); BIND(cuStreamCreate); BIND(cuStreamDestroy_v2);
+  BIND(cuStreamSynchronize); BIND(cuMemcpyPeerAsync); BIND(cuDeviceCanAccessPeer); BIND(cuCtxEnablePeerAccess);
+#undef BIND
+  void *ctx[2], *popped, *stream;
+  devptr src, dst;
+  int can = 0;
+  if (cuInit(0u) != 0 || cuDevicePrimaryCtxRetain(&ctx[0], 0) != 0 ||
+      cuDevicePrimaryCtxRetain(&ctx[1], 1) != 0 || cuCtxPushCurrent_v2(ctx[0]) != 0 ||
+      cuMemAlloc_v2(&src, (size_t)bytes) != 0 || cuCtxPopCurrent_v2(&popped) != 0 ||
+      cuDeviceCanAccessPeer(&can, 1, 0) != 0 || cuCtxPushCurrent_v2(ctx[1]) != 0 ||
+      cuMemAlloc_v2(&dst, (size_t)bytes) != 0 || cuStreamCreate(&stream, 1u) != 0) {
+    die("setting up the floor's buffers", MTC_ERR_CUDA);
+  }
+  if (can) {
+    int r = cuCtxEnablePeerAccess(ctx[0], 0u);
+    if (r != 0 && r != 704 /* already enabled */) die("cuCtxEnablePeerAccess", MTC_ERR_CUDA);
+  }
+  double *t = calloc((size_t)runs, sizeof(double));
+  for (int i = -(runs / 4 + 3); i < runs; i++) {
+    double t0 = now_us();
+    if (cuMemcpyPeerAsync(dst, ctx[1], src, ctx[0], (size_t)bytes, stream) != 0 ||
+        cuStreamSynchronize(stream) != 0) {
+      die("the floor's peer copy", MTC_ERR_CUDA);
+    }
+    if (i >= 0) t[i] = now_us() - t0;
+  }
+  double m = median(t, runs);
+  printf("%-8s %-3s %6d %10llu  %8s %8s %8s %8s %8s %9.1f %8s %8s %7.1f\n", name, "", 1,
+         (unsigned long long)bytes, "", "", "", "", "", m, "", "", (double)bytes / (m * 1e3));
+  cuStreamDestroy_v2(stream);
+  cuMemFree_v2(dst);
+  cuCtxPopCurrent_v2(&popped);
+  cuCtxPushCurrent_v2(ctx[0]);
+  cuMemFree_v2(src);
+  cuCtxPopCurrent_v2(&popped);
+  free(t);
+}
+
+/* D1 and D2: cuda:0 → cuda:1 by a plain plan, into existing blocks (named
+ * with mtc_plan_set_destination_blocks), the example batch host → cuda:1
+ * beside them, and the floor. */
+static void two_gpus(const char *only, const batch *example, const batch *large, int runs) {
+  const batch *host[2] = {example, large};
+  const char *ids[2] = {"D1", "D2"};
+  for (int k = 0; k < 2; k++) {
+    if (!wanted(only, ids[k])) continue;
+    int n = k == 0 ? runs : runs / 20 + 10;
+    mtc_plan *keep0, *keep1;
+    mtc_block **blocks = malloc(host[k]->count * sizeof *blocks);
+    batch on0 = on_device(host[k], 0, &keep0, NULL);
+    batch on1 = on_device(host[k], 1, &keep1, blocks);
+    char name[16];
+    for (int background = 1; background >= 0; background--) {
+      run(ids[k], &on0, 1, background, n);
+      snprintf(name, sizeof name, "%s into", ids[k]);
+      run_plan(name, &on0, 1, background, n, &on1, blocks);
+      if (k == 0) run("D1 host", host[k], 1, background, n);
+    }
+    snprintf(name, sizeof name, "%s floor", ids[k]);
+    peer_floor(name, host[k]->bytes, n);
+    mtc_plan_release(keep1);
+    mtc_plan_release(keep0);
+    free(on0.leaves);
+    free(on1.leaves);
+    free(blocks);
+  }
+}
+
 static int wanted(const char *only, const char *name) {
   if (only == NULL) return 1;
   size_t n = strlen(name);
@@ -261,7 +371,7 @@ int main(int argc, char **argv) {
   batch example = example_batch(), tiny = tiny_batch(), large = large_batch(),
         mixed = mixed_batch();
   mtc_plan *sources;
-  batch back = on_device(&example, &sources);
+  batch back = on_device(&example, 0, &sources, NULL);
   mtc_block *pinned_blocks[3];
   batch example_p = in_pinned(&example, &pinned_blocks[0]),
         large_p = in_pinned(&large, &pinned_blocks[1]),
@@ -279,6 +389,11 @@ int main(int argc, char **argv) {
     if (wanted(only, "S7p")) run("S7p", &mixed_p, 0, background, runs / 4 + 10);
   }
   for (int i = 0; i < 3; i++) mtc_block_release(pinned_blocks[i]);
+  if (devices >= 2) {
+    two_gpus(only, &example, &large, runs);
+  } else if (only == NULL || wanted(only, "D1") || wanted(only, "D2")) {
+    printf("D1, D2: not run (needs two GPUs; this host has %d)\n", devices);
+  }
   mtc_plan_release(sources);
   return 0;
 }

@@ -879,9 +879,12 @@ enum { MTC_RESULT_INTO = 4u };
  *    streamed through pinned pieces straight into their destination.
  *  - device -> the same device: the packed leaves by one kernel launch
  *    writing every destination (without kernels one copy a leaf), large
- *    leaves one copy each. Device -> another device: one peer copy a leaf
- *    (a destination may come from any allocator, which a kernel on the
- *    source device might not reach).
+ *    leaves one copy each. Device -> another device: the same launch on
+ *    the source device when every packed leaf's destination was named a
+ *    block of libmtc's (mtc_plan_set_destination_blocks) and the pair has
+ *    peer access; otherwise, and for large leaves, one peer copy a leaf (a
+ *    destination may come from any allocator, which a kernel on the source
+ *    device might not reach).
  *  - device -> host: into pinned memory as for mtc_plan_add_leaves (the
  *    gather kernel), then copied into the destinations by the caller's
  *    mtc_plan_poll or mtc_plan_wait that finds the copy's device work over,
@@ -916,6 +919,36 @@ MTC_API mtc_status mtc_plan_add_leaves_into(mtc_plan *plan,
                                             const mtc_leaf *leaves,
                                             const mtc_leaf *destinations,
                                             uint64_t count);
+
+/* For a plan of copies into existing memory (mtc_plan_add_leaves_into):
+ * says which destinations lie in device blocks of libmtc's (from
+ * mtc_device_block_alloc, or the results of a copy): blocks[k] holds the
+ * destination of leaf first + k, or is NULL for memory of any other
+ * origin. Between two GPUs this decides the path: the packed leaves of a
+ * source device go by one gather kernel launched on the source device,
+ * writing into the target's memory over peer access, only when the pair
+ * has peer access and every one of their destinations is such a block
+ * (libmtc opens its own pool to the source device; memory of another
+ * allocator may be out of a kernel's reach there, and a stray write would
+ * be fatal to the context); otherwise each takes one peer copy, which
+ * reaches any memory. MTC_TRACE=1 prints which path each source device
+ * took and why. Nothing else changes: results, ordering and ownership are
+ * as for mtc_plan_add_leaves_into.
+ *
+ * Each block is checked, not trusted: it must be a device block on the
+ * destination's device holding all of the destination's bytes. The plan
+ * retains each block until it is released; a later call for the same
+ * leaf replaces its block. Errors, with nothing recorded:
+ * MTC_ERR_INVALID_STATE after submit or on a plan of plain leaves;
+ * MTC_ERR_INVALID_ARGUMENT for leaves past the plan's count, blocks NULL
+ * with count > 0, or a block that fails its check (naming the leaf,
+ * mtc_plan_error_leaf). Threads: as mtc_plan_add_leaves. Undefined: blocks
+ * holding fewer than count entries, or an entry that is not a live
+ * block. */
+MTC_API mtc_status mtc_plan_set_destination_blocks(mtc_plan *plan,
+                                                   uint64_t first,
+                                                   mtc_block *const *blocks,
+                                                   uint64_t count);
 
 /* ------------------------------------------------ device memory and kernels */
 

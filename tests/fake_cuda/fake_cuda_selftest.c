@@ -53,7 +53,8 @@ typedef struct CUmemPoolProps_st {
 enum {
   OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100,
   INVALID_DEVICE = 101, INVALID_CONTEXT = 201, INVALID_IMAGE = 200, NO_BINARY_FOR_GPU = 209, INVALID_PTX = 218, INVALID_HANDLE = 400,
-  NOT_FOUND = 500, NOT_READY = 600, ILLEGAL_ADDRESS = 700, PEER_ACCESS_ALREADY_ENABLED = 704
+  NOT_FOUND = 500, NOT_READY = 600, ILLEGAL_ADDRESS = 700, PEER_ACCESS_ALREADY_ENABLED = 704,
+  PEER_ACCESS_UNSUPPORTED = 217
 };
 
 /* The driver table, filled by dlsym. */
@@ -208,6 +209,45 @@ static int delay_before_init(const char *path) {
   return failures != 0;
 }
 
+/* FAKE_CUDA_NO_PEER=1: no pair is a peer, access cannot be granted, and a
+ * kernel on device 1 may not touch device 0's memory; peer copies work. */
+static int no_peer(const char *path) {
+  setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
+  setenv("FAKE_CUDA_NO_PEER", "1", 1);
+  setenv("FAKE_CUDA_QUIET", "1", 1);
+  load(path);
+  EXPECT(OK, cuInit(0));
+  int can = -1;
+  EXPECT(OK, cuDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 0);
+  CUcontext ctx0, ctx1;
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx0, 0));
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx1, 1));
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  EXPECT(PEER_ACCESS_UNSUPPORTED, cuCtxEnablePeerAccess(ctx0, 0));
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = 1;
+  props.location.type = 1;
+  props.location.id = 0;
+  CUmemoryPool pool0;
+  EXPECT(OK, cuMemPoolCreate(&pool0, &props));
+  CUmemAccessDesc acc[2] = {{{1, 0}, 3}, {{1, 1}, 3}};
+  EXPECT(INVALID_DEVICE, cuMemPoolSetAccess(pool0, acc, 2)); /* device 1 to device 0's pool */
+  acc[1].flags = 0;
+  EXPECT(OK, cuMemPoolSetAccess(pool0, acc, 2)); /* no access asked: fine */
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  CUdeviceptr d0, d1;
+  EXPECT(OK, cuMemAlloc_v2(&d0, 64));
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  EXPECT(OK, cuMemAlloc_v2(&d1, 64));
+  EXPECT(OK, cuMemcpyPeerAsync(d0, ctx0, d1, ctx1, 64, NULL)); /* staged by the driver */
+  EXPECT(OK, cuMemFree_v2(d1));
+  EXPECT(OK, cuMemPoolDestroy(pool0));
+  section("FAKE_CUDA_NO_PEER=1: no peers, no access granted, peer copies still work");
+  return failures != 0;
+}
+
 /* -------------------------------------------------------------- threads */
 
 struct worker {
@@ -260,6 +300,14 @@ int main(int argc, char **argv) {
   pid = fork();
   if (pid == 0) {
     int rc = delay_before_init(path);
+    fflush(stdout);
+    _exit(rc);
+  }
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;
+  pid = fork();
+  if (pid == 0) {
+    int rc = no_peer(path);
     fflush(stdout);
     _exit(rc);
   }

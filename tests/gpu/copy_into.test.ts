@@ -1,10 +1,12 @@
 // The GPU suite's copyInto tests: every direction on one real GPU (and
-// between two where the host has them), byte-exact against random data, and
-// the stream order of writes into buffers a kernel is still using. Run as
+// between two where the host has them: every kind of destination, with the
+// path each took), byte-exact against random data, and the stream order of
+// writes into buffers a kernel is still using. Run as
 // the rest of tests/gpu (see gpu.test.ts).
 import { copyInto, type DeviceTensor, disposeAll, hasKernels, startCopy, Stream, Tensor, type TypedArray, withStream } from "../../ts/mod.ts";
 import { debugCopy, debugFill } from "../../ts/testing.ts";
-import { assert, assertEquals, assertSame } from "../ts/harness.ts";
+import { assert, assertEquals, assertSame, note } from "../ts/harness.ts";
+import { copyAcross, DESTINATION_KINDS, destinations, leafCount, OWN_LEAVES, peerBatch } from "../ts/peer_batch.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
 import { DEVICE, gpuTest, twoGpus, withKernels } from "./gpu_env.ts";
 
@@ -106,3 +108,28 @@ gpuTest("copyInto between two GPUs, and host -> host", async () => {
   assert(buffers.every((t) => t.device === DEVICE));
   disposeAll([onGpu1, buffers]);
 });
+
+for (const [from, to] of [["cuda:1", "cuda:0"], ["cuda:0", "cuda:1"]] as const) {
+  gpuTest(`copyInto ${from} → ${to}, every dtype, packed and own leaves, into every kind of destination: byte-exact, one gather launch into libmtc's blocks where the pair has peer access`, async () => {
+    if (!twoGpus(`copyInto ${from} → ${to}`)) return;
+    const batch = peerBatch(900);
+    const leaves = leafCount(batch);
+    const gathered = hasKernels() ? 1 + OWN_LEAVES : leaves;
+    const onSource = await startCopy(batch, from);
+    // startCopy between the pair tells whether it has peer access: its outputs are always libmtc's blocks.
+    const probe = startCopy(onSource, to);
+    const probeOut = await probe;
+    const startIssued = probe.stats().copiesIssued;
+    assert(startIssued === gathered || startIssued === leaves, `startCopy ${from} → ${to}: ${startIssued} copies issued`);
+    note(`gpu: ${from} → ${to}: ${startIssued === gathered && hasKernels() ? "peer access: gather launches" : "peer copies"}`);
+    for (const kind of DESTINATION_KINDS) {
+      const buffers = await destinations(to, kind);
+      const issued = await copyAcross(onSource, buffers, batch);
+      // Into blocks of libmtc's, copyInto takes startCopy's path; into memory it knows no block of, a peer copy a leaf.
+      assertSame(issued, kind === "dlpack" ? leaves : startIssued, `copyInto ${from} → ${to} into ${kind}: copies issued`);
+      disposeAll(buffers);
+    }
+    probe.dispose();
+    disposeAll([onSource, probeOut]);
+  });
+}

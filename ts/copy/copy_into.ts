@@ -10,6 +10,7 @@
 
 import { MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
+import type { NativeSymbols } from "../ffi/symbols.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { openScopes } from "../gpu/stream.ts";
 import { releaseDescriptors, takeDescriptors, writeAddresses, writeAddressesOf } from "./describe.ts";
@@ -40,8 +41,11 @@ const outWords = new Uint32Array(2); // mtc_plan ** out-parameter
  * ignored, and parts of `destination` no source leaf meets are left alone.
  *
  * Packed host leaves reach the GPU with one scatter kernel that writes
- * every destination; GPU leaves with one gather kernel; copies to the host
- * land in pinned memory first.
+ * every destination; GPU leaves with one gather kernel (from another GPU
+ * only when every destination is a DeviceTensor of this library's, made by
+ * `DeviceTensor.empty` / `zeros` or by a copy, and the pair has peer
+ * access; else one peer copy a leaf); copies to the host land in pinned
+ * memory first.
  *
  * When host destinations are written: inside this handle's `ready()` that
  * first returns true, `get()` or `await`, on this thread, and at no other
@@ -107,6 +111,8 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       }
       let status = addInto(plan, t.descriptors.words, w.destinationWords, t.count);
       if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+      status = nameBlocks(sym, plan, w);
+      if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
       if (t.layouts !== null) setLayouts(sym, plan, t);
       if (openScopes !== 0) bindStreams(sym, plan, w.target, t.sourceDevices, null);
       status = sym.mtc_plan_submit(plan);
@@ -124,4 +130,22 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
     if (w !== undefined) releaseDestinationWords(w.destinationWords);
   }
   return new AsyncCopyHandle<D>(record, target);
+}
+
+/**
+ * Between two GPUs, tells C which destinations are blocks of libmtc's (the
+ * DeviceTensors of DeviceTensor.empty / zeros and of copies): only into
+ * those may a gather kernel on the source device write over peer access
+ * (mtc_plan_set_destination_blocks). Nothing to say for other copies.
+ */
+function nameBlocks(sym: NativeSymbols, plan: number, w: IntoWalk): number {
+  const set = sym.mtc_plan_set_destination_blocks;
+  if (set === undefined || w.target === DEVICE_CPU || w.t.sourceDevices.every((d) => d === w.target)) return Status.MTC_OK;
+  const blocks = w.destinationBlocks;
+  const words = new Uint32Array(blocks.length * 2);
+  for (let i = 0; i < blocks.length; i++) {
+    words[2 * i] = blocks[i]! >>> 0;
+    words[2 * i + 1] = (blocks[i]! / 4294967296) >>> 0;
+  }
+  return set(plan, 0, words, blocks.length);
 }

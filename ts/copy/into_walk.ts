@@ -48,6 +48,8 @@ export interface IntoWalk {
   readonly destinationViews: (TypedArray | undefined)[];
   /** The target: the device of every destination (-1: host). */
   readonly target: number;
+  /** Each destination's mtc_block (a DeviceTensor of libmtc's), or 0 (host memory, DLPack imports). */
+  readonly destinationBlocks: number[];
 }
 
 /** A tensor leaf as copyInto sees it, or undefined for anything else. */
@@ -119,12 +121,13 @@ function fixed(data: TypedArray): TypedArray {
   return isResizable(viewBuffer(data)) && viewByteLength(data) > 0 ? viewSlice(data) : data;
 }
 
-/** A DeviceTensor's block lives until the copy is over: the traversal holds a share. */
-function share(t: Traversal, tensor: unknown): void {
+/** A DeviceTensor's block lives until the copy is over: the traversal holds a share. Returns the mtc_block, or 0. */
+function share(t: Traversal, tensor: unknown): number {
   const holder = tensor instanceof DeviceTensor ? holderOf(tensor) : null;
-  if (holder === null) return;
+  if (holder === null) return 0;
   holder.acquire();
   t.shares.push(holder);
+  return holder.block;
 }
 
 function where(device: number): string {
@@ -208,7 +211,7 @@ export function walkInto(source: unknown, destination: unknown, descriptors: { w
     w.t.dropShares();
     throw e;
   }
-  return { t: w.t, destinationWords: w.destinationWords, destinationViews: w.destinationViews, target: w.target ?? DEVICE_CPU };
+  return { t: w.t, destinationWords: w.destinationWords, destinationViews: w.destinationViews, target: w.target ?? DEVICE_CPU, destinationBlocks: w.destinationBlocks };
 }
 
 /** The state of one walk; a class, so that the engines compile its methods once. */
@@ -217,6 +220,7 @@ class PairWalk {
   readonly nodes: (PathNode | null)[] = [];
   destinationWords: Uint32Array = takeDestinationWords();
   readonly destinationViews: (TypedArray | undefined)[] = [];
+  readonly destinationBlocks: number[] = [];
   target: number | undefined = undefined;
   /** Whether every destination so far began at or after the end of the one before, in its space. */
   inOrder = true;
@@ -283,7 +287,7 @@ class PairWalk {
     t.views.push(src.view);
     this.destinationViews.push(dst.view);
     share(t, s);
-    share(t, d);
+    this.destinationBlocks.push(share(t, d));
     if (src.view !== undefined) t.holdPinned(viewBuffer(src.view));
     if (dst.view !== undefined) t.holdPinned(viewBuffer(dst.view));
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);

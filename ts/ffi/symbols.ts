@@ -132,6 +132,16 @@ export const symbols = {
     ],
     result: "i32", /* mtc_status */
   },
+  mtc_plan_set_destination_blocks: {
+    optional: true,
+    args: [
+      "ptr", /* mtc_plan *plan */
+      "u64", /* uint64_t first */
+      "buffer", /* mtc_block *const *blocks */
+      "u64", /* uint64_t count */
+    ],
+    result: "i32", /* mtc_status */
+  },
   mtc_plan_leaf_count: {
     args: ["ptr" /* const mtc_plan *plan */],
     result: "u64", /* uint64_t */

@@ -61,6 +61,10 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   for (uint64_t i = 0; i < plan->strided_count; i++) free(plan->strided[i]);
   free(plan->strided);
   free(plan->destinations);
+  for (uint64_t i = 0; i < plan->destination_block_capacity; i++) {
+    mtc_block_release(plan->destination_blocks[i]);
+  }
+  free(plan->destination_blocks);
   free(plan->copy_out);
   free(plan->copy_out_leaves);
   free(plan->copy_out_skip);

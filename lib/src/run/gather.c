@@ -15,6 +15,7 @@
  * may come from any allocator (another library's memory pool, whose peer
  * access we cannot grant), while the outputs always come from our own pool,
  * which cuMemPoolSetAccess opens to the source device. */
+#include "base/error.h"
 #include "cuda/kernels.h"
 #include "run/directions.h"
 #include "run/staging.h"
@@ -89,20 +90,35 @@ mtc_status mtc_gather_source(mtc_transfer *t, int32_t source_ordinal,
   const mtc_layout *layout = &plan->layout;
   *done = 0;
   uint64_t leaves = mtc_packed_leaves_from(layout, source_ordinal);
-  if (leaves < MTC_GATHER_MIN_LEAVES || leaves > UINT32_MAX) return MTC_OK;
-
+  const char *refused = NULL;
   mtc_device *source, *target = NULL;
   mtc_status status = mtc_device_get(source_ordinal, &source);
-  if (status != MTC_OK) return status;
-  /* Loads the module on first use, in the source's own context. */
-  if (!mtc_kernels_available(source)) return MTC_OK;
-  if (plan->target != MTC_DEVICE_CPU) {
+  if (status == MTC_OK && plan->target != MTC_DEVICE_CPU) {
     status = mtc_device_get(plan->target, &target);
-    if (status != MTC_OK) return status;
-    /* Without peer access the per-leaf peer copies still work. */
-    if (!mtc_peer_usable(source, target)) return MTC_OK;
+  }
+  if (status != MTC_OK) return status;
+  if (leaves < MTC_GATHER_MIN_LEAVES || leaves > UINT32_MAX) {
+    refused = "too few for a kernel launch";
+  } else if (!mtc_kernels_available(source)) {
+    /* (Loads the module on first use, in the source's own context.) */
+    refused = "libmtc has no kernels here";
+  } else if (target != NULL && !mtc_peer_usable(source, target)) {
+    /* The outputs are the target's blocks, from libmtc's pool, which the
+     * source may write only with peer access; peer copies work without. */
+    refused = "no peer access from the source to the target";
+  }
+  char to[16] = "cpu";
+  if (target != NULL) mtc_format(to, sizeof to, "cuda:%d", plan->target);
+  if (refused != NULL) {
+    mtc_trace_note(t->trace, "cuda:%d -> %s: %llu packed leaves, one copy "
+                   "each: %s", source_ordinal, to, (unsigned long long)leaves,
+                   refused);
+    return MTC_OK;
   }
   *done = 1;
+  mtc_trace_note(t->trace, "cuda:%d -> %s: %llu packed leaves by one gather "
+                 "launch on cuda:%d", source_ordinal, to,
+                 (unsigned long long)leaves, source_ordinal);
 
   /* The output blocks. Device blocks are allocated in stream order on the
    * target's copy stream: the source's stream waits for that. */

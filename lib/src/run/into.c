@@ -7,10 +7,12 @@
  *                     of the target, one scatter kernel that places them;
  *                     own leaves streamed through pinned pieces straight
  *                     into their destination
- *   device -> device  on one device, its packed leaves by one gather launch
- *                     whose table points at the destinations; own leaves,
- *                     leaves of another device and all without kernels one
- *                     copy each (peer copies between devices)
+ *   device -> device  a source device's packed leaves by one gather launch
+ *                     on that device whose table points at the
+ *                     destinations: on one device always, between two only
+ *                     into blocks of libmtc's over peer access (see
+ *                     gather_refused); own leaves, the rest and all without
+ *                     kernels one copy each (peer copies between devices)
  *   device -> host    as for new outputs (gather kernel into pinned
  *                     blocks), then copied out into the destinations by
  *                     the caller's poll or wait that finds the copy
@@ -24,6 +26,7 @@
 
 #include <stdlib.h>
 
+#include "base/error.h"
 #include "cuda/kernels.h"
 #include "run/directions.h"
 #include "run/staging.h"
@@ -158,35 +161,104 @@ static mtc_status peer_leaf(mtc_transfer *t, uint64_t index) {
                         "cuMemcpyPeerAsync");
 }
 
-/* Every packed leaf of the target's own device into its destination with
- * one gather launch on its stream. *done stays 0, with nothing enqueued,
- * when that path does not apply: another source device, too few leaves, no
- * kernels.
- *
- * Why not between devices, as startCopy's gathers push into the target:
- * there the outputs come from libmtc's pool, which it opens to the source
- * device; a destination may come from any allocator (another library's
- * pool), which a kernel on another device may not be able to reach, and a
- * kernel's stray write is fatal to the context, where a peer copy always
- * works. */
+/* The first packed leaf of source_ordinal whose destination is not known
+ * to lie in a device block of libmtc's (mtc_plan_set_destination_blocks),
+ * or -1 when every one does. */
+static int64_t first_foreign(const mtc_plan *plan, int32_t source_ordinal,
+                             const mtc_chunk_members *members) {
+  const mtc_layout *layout = &plan->layout;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    if (layout->chunks[c].source_device != source_ordinal) continue;
+    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      uint64_t leaf = members->leaves[m];
+      if (leaf >= plan->destination_block_capacity ||
+          plan->destination_blocks[leaf] == NULL) {
+        return (int64_t)leaf;
+      }
+    }
+  }
+  return -1;
+}
+
+/* Why the packed leaves of `source` cannot go by one gather launch into
+ * their destinations on the target, or NULL when they can. Between two
+ * devices the kernel runs on the source and writes the target's memory,
+ * so every destination must be a block of libmtc's (its pool is opened to
+ * the source device; another allocator's memory may be out of the
+ * kernel's reach, and a stray write is fatal to the context, where a peer
+ * copy always works) and the pair must have peer access. */
+static const char *gather_refused(mtc_transfer *t, mtc_device *source,
+                                  mtc_device *target, uint64_t leaves,
+                                  const mtc_chunk_members *members,
+                                  char *why, size_t why_size) {
+  if (leaves < MTC_INTO_KERNEL_MIN_LEAVES || leaves > UINT32_MAX) {
+    return "too few for a kernel launch";
+  }
+  if (!mtc_kernels_available(source)) return "libmtc has no kernels here";
+  if (source == target) return NULL;
+  int64_t foreign = first_foreign(t->plan, source->ordinal, members);
+  if (foreign >= 0) {
+    mtc_format(why, why_size,
+               "leaf %lld's destination is not known to be a block of "
+               "libmtc's (mtc_plan_set_destination_blocks)",
+               (long long)foreign);
+    return why;
+  }
+  if (!mtc_peer_usable(source, target)) {
+    mtc_format(why, why_size, "cuda:%d has no peer access to cuda:%d",
+               source->ordinal, target->ordinal);
+    return why;
+  }
+  return NULL;
+}
+
+/* Every packed leaf of source_ordinal into its destination with one gather
+ * launch on the source's stream (between two devices, pushed into the
+ * target's blocks over peer access). *done stays 0, with nothing enqueued,
+ * when that path does not apply (gather_refused); the leaves then take one
+ * copy each. */
 static mtc_status gather_into(mtc_transfer *t, int32_t source_ordinal,
                               const mtc_chunk_members *members, int *done) {
   mtc_plan *plan = t->plan;
-  const mtc_layout *layout = &plan->layout;
   *done = 0;
-  uint64_t leaves = mtc_packed_leaves_from(layout, source_ordinal);
-  if (source_ordinal != plan->target || leaves < MTC_INTO_KERNEL_MIN_LEAVES) return MTC_OK;
-  mtc_device *source;
+  uint64_t leaves = mtc_packed_leaves_from(&plan->layout, source_ordinal);
+  mtc_device *source, *target;
   mtc_status status = mtc_device_get(source_ordinal, &source);
+  if (status == MTC_OK) status = mtc_device_get(plan->target, &target);
   if (status != MTC_OK) return status;
-  if (!mtc_kernels_available(source)) return MTC_OK;
+  char why[160];
+  const char *refused = gather_refused(t, source, target, leaves, members,
+                                       why, sizeof why);
+  if (refused != NULL) {
+    mtc_trace_note(t->trace, "cuda:%d -> cuda:%d: %llu packed leaves, one "
+                   "copy each: %s", source_ordinal, plan->target,
+                   (unsigned long long)leaves, refused);
+    return MTC_OK;
+  }
   *done = 1;
-  /* Sources and destinations are on this device: the launch waits for
-   * the caller's stream there (both reads and writes). */
+  CUevent before = NULL;
+  if (source != target) {
+    /* Writes into the target's memory happen on its copy stream, in
+     * submission order: this launch, on the source's stream, comes after
+     * what is queued there (the plans before, and with order_after_source
+     * the caller's work on the target). */
+    status = mtc_transfer_enter_device(t, plan->target, &target);
+    if (status == MTC_OK) status = mtc_transfer_order_after_source(t, target, plan->target);
+    if (status == MTC_OK) status = mtc_transfer_record_event(t, target, &before);
+    if (status != MTC_OK) return status;
+  }
+  /* The launch waits for the caller's stream on the source (its reads)
+   * and, on one device, on the target (its writes) too. */
   status = mtc_transfer_enter_device(t, source_ordinal, &source);
+  if (status == MTC_OK && before != NULL) {
+    status = mtc_cuda_check(t->cu->cuStreamWaitEvent(source->stream, before, 0),
+                            "cuStreamWaitEvent");
+  }
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
   if (status != MTC_OK) return status;
-
+  mtc_trace_note(t->trace, "cuda:%d -> cuda:%d: %llu packed leaves by one "
+                 "gather launch on cuda:%d", source_ordinal, plan->target,
+                 (unsigned long long)leaves, source_ordinal);
   return mtc_gather_launch(t, source, source_ordinal, members, leaves, NULL);
 }
 

@@ -66,6 +66,15 @@ struct mtc_plan {
    * before submit; read-only afterwards. */
   mtc_leaf *destinations;
   int into;
+  /* mtc_plan_set_destination_blocks: entry i is the device block of
+   * libmtc's that holds destinations[i] (one reference each, the plan's),
+   * or NULL when that destination is memory of unknown origin; entries from
+   * destination_block_capacity on are NULL too (the array is NULL until
+   * the first call). Set before submit; read-only
+   * afterwards. Between two GPUs, run/into.c gathers a source device's
+   * packed leaves with one kernel only into such blocks. */
+  mtc_block **destination_blocks;
+  uint64_t destination_block_capacity;
   /* An into plan to the host: what is copied into the destinations by the
    * caller's poll or wait once the copy has completed (run/into.c): device
    * leaves out of the pinned blocks they landed in, host leaves from their

@@ -2,6 +2,7 @@
 #include "run/trace.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ typedef struct span {
   mtc_device *device; /* DMAs: the device whose event `done` follows it */
   CUevent done;
   uint64_t done_ns;
+  char *note; /* a note's text (malloc'd), or NULL for a span */
 } span;
 
 struct mtc_trace {
@@ -109,6 +111,22 @@ void mtc_trace_dma(mtc_trace *trace, mtc_device *device, const char *subject,
   s->device = device;
 }
 
+void mtc_trace_note(mtc_trace *trace, const char *format, ...) {
+  if (trace == NULL) return;
+  char text[256];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  uint64_t now = mtc_clock_ns();
+  span *s = add(trace);
+  if (s == NULL) return;
+  s->what = "note";
+  s->subject = "";
+  s->begin_ns = s->end_ns = now;
+  s->note = strdup(text);
+}
+
 static double us(const mtc_trace *trace, uint64_t ns) {
   return ns < trace->origin_ns ? 0.0 : (double)(ns - trace->origin_ns) / 1e3;
 }
@@ -120,6 +138,12 @@ void mtc_trace_close(mtc_trace *trace, const char *outcome) {
           trace->count, outcome);
   for (size_t i = 0; i < trace->count; i++) {
     const span *s = &trace->spans[i];
+    if (s->note != NULL) {
+      fprintf(stderr, "mtc trace: %9.1f               note  %s\n",
+              us(trace, s->begin_ns), s->note);
+      free(s->note);
+      continue;
+    }
     char done[48] = "";
     if (s->done_ns != 0) {
       snprintf(done, sizeof done, "  done %9.1f", us(trace, s->done_ns));

@@ -38,6 +38,12 @@ void mtc_trace_span(mtc_trace *trace, const char *what, const char *subject,
 void mtc_trace_dma(mtc_trace *trace, mtc_device *device, const char *subject,
                    int64_t index, uint64_t bytes, uint64_t begin_ns);
 
+/* Adds a line of text at this moment: which path a part of the copy took
+ * and why ("cuda:1 -> cuda:0: 12 packed leaves by one gather launch ...").
+ * No-op on NULL. */
+void mtc_trace_note(mtc_trace *trace, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Waits for every traced DMA (in order), prints the timeline to stderr and
  * frees the trace. No-op on NULL. */
 void mtc_trace_close(mtc_trace *trace, const char *outcome);
