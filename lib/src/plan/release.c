@@ -47,6 +47,7 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
     mtc_block_release(plan->pinned[i]);
   }
   free(plan->pinned);
+  free(plan->direct_dst);
   mtc_event_release(plan->completion);
   for (size_t i = 0; i < plan->held_count; i++) {
     mtc_device_event_release(plan->held_events[i].device,

@@ -74,6 +74,37 @@ out_of_memory:
   return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
 }
 
+/* An into plan to the host: the device leaves whose destination (flagged
+ * MTC_LEAF_PINNED, contiguous) lies in a pinned block of the library's,
+ * which the plan then holds; the GPU may write those in place. */
+static mtc_status find_pinned_destinations(mtc_plan *plan) {
+  size_t capacity = plan->pinned_count;
+  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    const mtc_leaf *dst = &plan->destinations[i];
+    if (!(dst->flags & MTC_LEAF_PINNED) || plan->leaves[i].device < 0 ||
+        dst->bytes == 0 || dst->row_count > 1) {
+      continue;
+    }
+    mtc_block *found = mtc_block_find_pinned(dst->address, dst->bytes);
+    if (found == NULL) continue;
+    int held = 0;
+    for (size_t k = 0; k < plan->pinned_count && !held; k++) {
+      held = plan->pinned[k] == found;
+    }
+    if (held) mtc_block_release(found);
+    else if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
+    if (plan->direct_dst == NULL) {
+      plan->direct_dst = calloc(plan->leaf_count, 1);
+      if (plan->direct_dst == NULL) goto out_of_memory;
+    }
+    plan->direct_dst[i] = 1;
+  }
+  return MTC_OK;
+
+out_of_memory:
+  return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+}
+
 /* Lays the plan out and reserves room for everything the transfer records,
  * so that recording never fails half-way. Every pinned staging buffer the
  * copy takes fits a quarter of the pinned pool's limit: packed chunks are
@@ -88,6 +119,9 @@ static mtc_status prepare(mtc_plan *plan) {
   mtc_status status = MTC_OK;
   if (plan->destinations == NULL && plan->target != MTC_DEVICE_CPU) {
     status = find_pinned_sources(plan, &regions);
+    if (status != MTC_OK) return status;
+  } else if (plan->destinations != NULL && plan->target == MTC_DEVICE_CPU) {
+    status = find_pinned_destinations(plan);
     if (status != MTC_OK) return status;
   }
   status = plan->destinations != NULL
@@ -204,6 +238,7 @@ static void merge_stats_locked(mtc_plan *plan, const mtc_plan_stats *from) {
   plan->stats.staging_ns = from->staging_ns;
   plan->stats.submit_ns = from->submit_ns;
   plan->stats.bytes_staged = from->bytes_staged;
+  if (plan->destinations != NULL) plan->stats.leaves_direct = from->leaves_direct;
 }
 
 /* Ends the SUBMITTING phase with the transfer's outcome. */

@@ -40,6 +40,10 @@ mtc_status mtc_to_device_leaf_at(mtc_transfer *t, mtc_device *target,
                                  const mtc_leaf *leaf, CUdeviceptr dst);
 
 /* How many packed leaves the chunks from source device source_ordinal hold. */
+/* Fewest packed leaves of one source device worth a gather kernel: below
+ * it one DMA per leaf costs no more than one launch. */
+#define MTC_GATHER_MIN_LEAVES 2
+
 uint64_t mtc_packed_leaves_from(const mtc_layout *layout, int32_t source_ordinal);
 
 /* Launches the segment-copy kernel on `source`'s copy stream over the packed

@@ -20,9 +20,6 @@
 #include "run/directions.h"
 #include "run/staging.h"
 
-/* Fewest packed leaves of one source device worth a gather kernel: below
- * it one DMA per leaf costs no more than one launch. */
-#define MTC_GATHER_MIN_LEAVES 2
 
 uint64_t mtc_packed_leaves_from(const mtc_layout *layout, int32_t source_ordinal) {
   uint64_t leaves = 0;

@@ -16,7 +16,8 @@
  *   device -> host    as for new outputs (gather kernel into pinned
  *                     blocks), then copied out into the destinations by
  *                     the caller's poll or wait that finds the copy
- *                     complete (copy_out.c)
+ *                     complete (copy_out.c); pinned destinations of ours
+ *                     are written in place instead (into_host.c)
  *   host -> host      copied into the destinations by that poll or wait
  *
  * Every copy that writes device destinations runs after the work queued on
@@ -29,10 +30,10 @@
 #include "base/error.h"
 #include "cuda/kernels.h"
 #include "run/directions.h"
+#include "run/into_host.h"
 #include "run/staging.h"
 
-/* Fewest packed leaves worth a kernel launch (gather or scatter) rather
- * than one copy each. */
+/* Fewest packed leaves worth a kernel launch rather than one copy each. */
 #define MTC_INTO_KERNEL_MIN_LEAVES 2
 
 /* A staged chunk (with its table) up to this size is read by the scatter
@@ -272,7 +273,7 @@ static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
   mtc_plan *plan = t->plan;
   size_t n = 0;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    if (plan->leaves[i].bytes > 0) n++;
+    if (plan->leaves[i].bytes > 0 && !mtc_into_direct(plan, i)) n++;
   }
   if (n == 0) return MTC_OK;
   plan->copy_out = malloc(n * sizeof *plan->copy_out);
@@ -282,7 +283,7 @@ static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
   }
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes == 0) continue;
+    if (leaf->bytes == 0 || mtc_into_direct(plan, i)) continue; /* written in place */
     unsigned char *dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
     mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count];
     plan->copy_out_leaves[plan->copy_out_count++] = i;
@@ -309,6 +310,7 @@ static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t i, mtc_block **own_blo
   const mtc_leaf *leaf = &plan->leaves[i];
   if (plan->target == MTC_DEVICE_CPU) {
     if (leaf->device == MTC_DEVICE_CPU) return MTC_OK; /* plan_copy_out */
+    if (mtc_into_direct(plan, i)) return mtc_into_direct_leaf(t, i);
     return mtc_to_host_own_leaf(t, i, &own_blocks[i]);
   }
   if (leaf->device != MTC_DEVICE_CPU) return peer_leaf(t, i);
@@ -327,11 +329,12 @@ static mtc_status copy_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
     if (plan->target == MTC_DEVICE_CPU) return MTC_OK; /* plan_copy_out */
     return scatter_chunk(t, c, members, count);
   }
-  if (plan->target == MTC_DEVICE_CPU) {
+  int direct = plan->target == MTC_DEVICE_CPU && mtc_into_direct(plan, members[0]);
+  if (plan->target == MTC_DEVICE_CPU && !direct) {
     return mtc_to_host_chunk(t, c, members, count, &chunk_blocks[c]);
   }
   for (uint64_t k = 0; k < count; k++) {
-    mtc_status status = peer_leaf(t, members[k]);
+    mtc_status status = direct ? mtc_into_direct_leaf(t, members[k]) : peer_leaf(t, members[k]);
     if (status != MTC_OK) {
       t->failed_leaf = (int64_t)members[k];
       return status;
@@ -344,6 +347,7 @@ mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
                         mtc_block **chunk_blocks, mtc_block **own_blocks) {
   mtc_plan *plan = t->plan;
   const mtc_layout *layout = &plan->layout;
+  t->stats->leaves_direct = mtc_into_direct_settle(plan, members);
   /* Per chunk: 0 to copy on its own, 1 gathered, 2 its source declined. */
   unsigned char *gathered = calloc(layout->chunk_count + 1, 1);
   if (gathered == NULL) return mtc_out_of_host_memory();
@@ -353,9 +357,13 @@ mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
     int32_t source = layout->chunks[c].source_device;
     if (source == MTC_DEVICE_CPU || gathered[c] != 0) continue;
     int done = 0;
-    status = plan->target == MTC_DEVICE_CPU
-                 ? mtc_gather_source(t, source, members, chunk_blocks, &done)
-                 : gather_into(t, source, members, &done);
+    if (plan->target != MTC_DEVICE_CPU) {
+      status = gather_into(t, source, members, &done);
+    } else if (mtc_into_direct(plan, members->leaves[members->first[c]])) {
+      status = mtc_into_direct_gather(t, source, members, &done);
+    } else {
+      status = mtc_gather_source(t, source, members, chunk_blocks, &done);
+    }
     for (size_t d = c; d < layout->chunk_count; d++) {
       if (layout->chunks[d].source_device == source) gathered[d] = done ? 1 : 2;
     }
@@ -386,6 +394,6 @@ void mtc_into_fill_results(mtc_plan *plan) {
     r->block = NULL;
     r->offset = 0;
     r->device = plan->target;
-    r->flags = MTC_RESULT_INTO;
+    r->flags = MTC_RESULT_INTO | (mtc_into_direct(plan, i) ? MTC_RESULT_DIRECT : 0u);
   }
 }

@@ -98,6 +98,11 @@ struct mtc_plan {
   mtc_block **pinned;
   size_t pinned_count;
   int pinned_uses_open; /* 1 from submit until use_end was called */
+  /* An into plan to the host: 1 for leaf i whose destination lies in one of
+   * those blocks and that the GPU writes in place (run/into_host.c; no
+   * copy-out); NULL when there is none. Set at submit, settled by the
+   * submission. */
+  unsigned char *direct_dst;
 
   /* Set at submit; read-only afterwards. */
   mtc_layout layout;
