@@ -20,7 +20,8 @@ const CUDA_N = /^cuda:(0|[1-9][0-9]{0,9})$/;
 /**
  * Parses a device string into the C library's device number: -1 for "cpu",
  * N for "cuda:N", and {@link CURRENT_CUDA} for "cuda" (which needs the
- * library to resolve). Anything else throws an MtcError naming the string.
+ * library to resolve). Anything else throws an MtcError naming the string,
+ * its message starting with `where` (the call's name and ": ", or "").
  *
  * @example
  * ```ts
@@ -28,7 +29,7 @@ const CUDA_N = /^cuda:(0|[1-9][0-9]{0,9})$/;
  * parseDevice("cpu");    // -1
  * ```
  */
-export function parseDevice(device: unknown): number {
+export function parseDevice(device: unknown, where = ""): number {
   if (device === "cpu") return DEVICE_CPU;
   if (device === "cuda") return CURRENT_CUDA;
   if (typeof device === "string") {
@@ -40,7 +41,7 @@ export function parseDevice(device: unknown): number {
   }
   const shown = typeof device === "string" ? JSON.stringify(device) : String(device);
   throw invalidArgument(
-    `invalid device ${shown}: expected "cpu", "cuda" or "cuda:N" (N a CUDA device ordinal)`,
+    `${where}invalid device ${shown}: expected "cpu", "cuda" or "cuda:N" (N a CUDA device ordinal)`,
   );
 }
 

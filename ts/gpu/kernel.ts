@@ -295,7 +295,7 @@ export class Kernel {
       const paramBytes = params.length;
       // From here to the call only private state is read: no code of the caller's runs.
       const pointer = modulePointer(module);
-      const stream = liveHandle(input.stream);
+      const stream = liveHandle(input.stream, call);
       const status = launch(pointer, this.#function, stream, input.dims, params, paramBytes, offsets, this.#params.length, blocks, held.length);
       if (status !== Status.MTC_OK) throw fail(status, call);
     } finally {
