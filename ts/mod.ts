@@ -44,7 +44,7 @@ export {
   startCopy,
 } from "./copy/start_copy.ts";
 export { copyInto } from "./copy/copy_into.ts";
-export { type Device } from "./gpu/device.ts";
+export { checkDevice as parseDevice, type Device, isDevice } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";
 export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
