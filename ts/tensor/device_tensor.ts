@@ -34,6 +34,14 @@ export let tensorShape: (tensor: DeviceTensor) => readonly number[];
 export let tensorOffset: (tensor: DeviceTensor) => number;
 /** @internal True after dispose(). */
 export let tensorDisposed: (tensor: DeviceTensor) => boolean;
+/** @internal True when a copy to the host gives it back as a Tensor whatever its shape (it was copied from a Tensor). */
+export let tensorKeepsTensor: (tensor: DeviceTensor) => boolean;
+
+/**
+ * What a DeviceTensor comes back as from a copy to the host: a typed array
+ * (a 1-D tensor of a dtype that has one) or a {@link Tensor}.
+ */
+export type HostLeaf = TypedArray | Tensor;
 
 /**
  * @internal True when `value` was made by DeviceTensor's constructor, so
@@ -79,10 +87,10 @@ export let settleDeviceTensor: (
  * How a DeviceTensor is copied back to the host: set by copy/start_copy.ts, which
  * imports this module (importing it here would close a module cycle).
  */
-let copyToHost: ((tensor: DeviceTensor) => TypedArray | Tensor) | null = null;
+let copyToHost: ((tensor: DeviceTensor) => HostLeaf) | null = null;
 
 /** @internal Called once by copy/start_copy.ts. */
-export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor): void {
+export function setCopyToHost(fn: (tensor: DeviceTensor) => HostLeaf): void {
   copyToHost = fn;
 }
 
@@ -96,6 +104,12 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * and toDLPack read the tensor's own state, so an own property or a
  * subclass's getter over a field changes only what your code sees there.
  *
+ * `H` is what a copy to the host gives back ({@link toHost}, `startCopy(x,
+ * "cpu")`): a copy of a {@link Tensor} is a `DeviceTensor<Tensor>` and comes
+ * back as a Tensor; a copy of a bare `Float32Array` a
+ * `DeviceTensor<Float32Array>` and comes back as one; others
+ * (`DeviceTensor.empty`, `fromDLPack`) may be either.
+ *
  * @example
  * ```ts
  * using onGpu = await startCopy(new Float32Array([1, 2, 3]), "cuda:0");
@@ -103,7 +117,7 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * const back = onGpu.toHost(); // Float32Array [1, 2, 3]
  * ```
  */
-export class DeviceTensor {
+export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   // Every public field is a getter over this state: the copies read the
   // state itself, so reassigning a field (readonly only by type) cannot make
   // them read or write past the tensor.
@@ -117,11 +131,14 @@ export class DeviceTensor {
   #packed: boolean;
   #holder: BlockHolder | null;
   #disposed = false;
+  /** A copy to the host gives a Tensor, whatever the shape: this was copied from a Tensor. */
+  #keepsTensor: boolean;
 
   /**
    * @internal Made by startCopy (positional: results come by the hundred).
    * `shape` must be frozen (frozenShape). The holder share is the caller's,
-   * now owned by this tensor.
+   * now owned by this tensor. `keepsTensor`: it comes back to the host as a
+   * Tensor whatever its shape (it was copied from one).
    */
   constructor(
     address: number,
@@ -133,7 +150,9 @@ export class DeviceTensor {
     offset: number,
     packed: boolean,
     holder: BlockHolder | null,
+    keepsTensor = false,
   ) {
+    this.#keepsTensor = keepsTensor;
     this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).
     this.#shape = shape;
@@ -247,6 +266,7 @@ export class DeviceTensor {
     tensorShape = (tensor) => tensor.#shape;
     tensorOffset = (tensor) => tensor.#offset;
     tensorDisposed = (tensor) => tensor.#disposed;
+    tensorKeepsTensor = (tensor) => tensor.#keepsTensor;
     // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
     setTensorBlockReader((value) =>
       #holder in value
@@ -264,20 +284,21 @@ export class DeviceTensor {
 
   /**
    * Copies the tensor back to host memory, blocking until done, into a fresh
-   * ArrayBuffer-backed array: a plain typed array for 1-D tensors of a dtype
-   * that a typed array kind stands for (float32 → Float32Array, int64 →
-   * BigInt64Array, float16 → Float16Array where the runtime has it), a
-   * {@link Tensor} otherwise (other shapes; bool as Uint8Array, bfloat16 and
-   * float16 without Float16Array as Uint16Array, complex64 and complex128 as
-   * interleaved Float32Array and Float64Array). Use {@link toTensor} for a
-   * Tensor always.
+   * ArrayBuffer-backed array: a {@link Tensor} when the tensor was copied
+   * from a Tensor (whatever its shape); otherwise a plain typed array for
+   * 1-D tensors of a dtype that a typed array kind stands for (float32 →
+   * Float32Array, int64 → BigInt64Array, float16 → Float16Array where the
+   * runtime has it), and a Tensor for the rest (other shapes; bool as
+   * Uint8Array, bfloat16 and float16 without Float16Array as Uint16Array,
+   * complex64 and complex128 as interleaved Float32Array and Float64Array).
+   * Use {@link toTensor} for a Tensor always.
    */
-  toHost(): TypedArray | Tensor {
+  toHost(): H {
     checkThis(this, "toHost");
     if (copyToHost === null) {
       throw new MtcError(Status.MTC_ERR_INTERNAL, "toHost: the copy module is not loaded (import the library through mod.ts)");
     }
-    return copyToHost(this);
+    return copyToHost(this) as H;
   }
 
   /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */
@@ -328,6 +349,6 @@ function allocate(what: string, shape: readonly number[], dtype: DType, device: 
   return new DeviceTensor(address, frozenShape(extents), dtype, ordinal, bytes, block, 0, false, holder);
 }
 
-function asTensor(value: TypedArray | Tensor, shape: readonly number[], dtype: DType): Tensor {
+function asTensor(value: HostLeaf, shape: readonly number[], dtype: DType): Tensor {
   return value instanceof Tensor ? value : new Tensor(value, shape, dtype);
 }
