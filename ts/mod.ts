@@ -44,7 +44,7 @@ export {
   startCopy,
 } from "./copy/start_copy.ts";
 export { copyInto } from "./copy/copy_into.ts";
-export { checkDevice as parseDevice, type Device, isDevice } from "./gpu/device.ts";
+export { type Device } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";
 export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
@@ -80,3 +80,6 @@ export {
 export { Tensor } from "./tensor/tensor.ts";
 export type { TensorLayout } from "./tensor/strides.ts";
 export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./copy/to_device.ts";
+// Device strings read at run time, and waits with a limit.
+export { checkDevice as parseDevice, isDevice } from "./gpu/device.ts";
+export { type WaitOptions } from "./copy/wait_limit.ts";
