@@ -50,17 +50,24 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
-for f in package.json README.md LICENSE dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
+for f in package.json README.md LICENSE dist/mod.js dist/mod.js.map dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js(\.map)?|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js and its map, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
   fail "a declaration in dist/types imports a .ts file"
 echo "dist/mod.js reaches bun:ffi only through import.meta.require; declarations import .js"
+tail -n 1 "$ROOT/dist/mod.js" | grep -qxF '//# sourceMappingURL=mod.js.map' || fail "dist/mod.js does not name its source map"
+node -e '
+  const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const i = m.sources.findIndex((s) => s.endsWith("ts/copy/start_copy.ts"));
+  if (i < 0 || !m.sourcesContent || !m.sourcesContent[i].includes("export function startCopy")) process.exit(1);' \
+  "$ROOT/dist/mod.js.map" || fail "dist/mod.js.map does not carry the sources (ts/copy/start_copy.ts)"
+echo "dist/mod.js.map maps to ts/ with the sources inlined"
 
 step "prebuilt libmtc.so: glibc 2.28 at most, mtc_ symbols only"
 mkdir "$WORK/unpacked"
@@ -116,6 +123,13 @@ step "Deno (node_modules, bare specifier): copy to cuda:0 and back (emulated dri
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
+step "class names kept by the bundle (keepNames), and console.log's one line for a DeviceTensor"
+printf '%s\n' 'import { AsyncCopyHandle, DeviceTensor, MtcError, Stream, Tensor } from "multi-tensor-copier";' \
+  'console.log([AsyncCopyHandle, DeviceTensor, MtcError, Stream, Tensor].map((c) => c.name).join(" "));' \
+  'console.log(DeviceTensor.empty([2, 3], "float32", "cuda:0"));' >names.ts
+expect_output "AsyncCopyHandle DeviceTensor MtcError Stream Tensor" env MTC_CUDA_DRIVER="$FAKE" "$BUN" names.ts
+expect_output "DeviceTensor(float32 [2, 3] cuda:0)" env MTC_CUDA_DRIVER="$FAKE" "$BUN" names.ts
+expect_output "DeviceTensor(float32 [2, 3] cuda:0)" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" names.ts
 step "the README's first example, Bun and Deno: no driver (says why, copies to cpu), then the emulated driver"
 expect_output "no CUDA device (could not load the CUDA driver /nonexistent/libcuda.so.1" \
   env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUN" readme_first.ts

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { defineInspect } from "../base/inspect.ts";
+import { deviceName } from "../gpu/device.ts";
 import { adoptEvent, type CudaEvent } from "../gpu/event.ts";
 import { MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -85,6 +87,19 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   #reused: number;
   /** mtc_plan_stats bytes, taken when the plan was released. */
   #stats: Uint8Array | null = null;
+
+  static {
+    // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
+    defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
+      if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";
+      const state = h.#disposed ? "disposed"
+        : h.#error !== null ? `failed: ${h.#error.code}`
+        : h.#result !== null ? "done"
+        : h.#finished >= 0 ? "over, not read yet"
+        : "pending";
+      return `AsyncCopyHandle(to ${deviceName(h.#target)}, ${state})`;
+    });
+  }
 
   /** @internal Made by startCopy. */
   constructor(record: PlanRecord | null, target: number, done?: T, reused = 0) {

@@ -6,6 +6,7 @@
  */
 
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 
 /** A failed C call of `call` ("CudaEvent.query"): the message starts with the call's name, as every GPU call's does. */
@@ -64,6 +65,11 @@ export class CudaEvent {
       return event.#live(what);
     };
     adoptEvent = (event) => new CudaEvent(MADE_HERE, event);
+    // console.log: "CudaEvent(live)", "CudaEvent(disposed)" (no query: inspecting calls no C).
+    defineInspect<CudaEvent>(this.prototype, "CudaEvent", (e) => {
+      if (!(#event in e)) return "CudaEvent (not made by this library)";
+      return `CudaEvent(${e.#event === 0 ? "disposed" : "live"})`;
+    });
   }
 
   /** `call`: the call the error names ("CudaEvent.query"). */

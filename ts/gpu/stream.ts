@@ -16,6 +16,7 @@
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { adoptEvent, type CudaEvent, eventPointer } from "./event.ts";
 
@@ -128,6 +129,11 @@ export class Stream {
       return stream.#handle;
     };
     streamOrdinal = (stream) => stream.#deviceIndex;
+    // console.log: "Stream(cuda:0, owned)", "Stream(cuda:1, wrapped, disposed)".
+    defineInspect<Stream>(this.prototype, "Stream", (s) => {
+      if (!(#disposed in s)) return "Stream (not made by this library)";
+      return `Stream(${deviceName(s.#deviceIndex)}, ${s.#owned ? "owned" : "wrapped"}${s.#disposed ? ", disposed" : ""})`;
+    });
   }
 
   /**

@@ -10,6 +10,7 @@ import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library } from "../ffi/library.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
@@ -242,14 +243,6 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     return allocate("zeros", shape, dtype, device, true);
   }
 
-  /** What console.log shows in Bun and Deno (the fields are getters, which they do not list). */
-  [Symbol.for("nodejs.util.inspect.custom")](): string {
-    if (!isDeviceTensor(this)) return "DeviceTensor (not made by this library)";
-    return `DeviceTensor { address: ${this.#address}, shape: [${this.#shape.join(", ")}], dtype: "${this.#dtype}", ` +
-      `device: "${deviceName(this.#device)}", byteLength: ${this.#byteLength}, block: ${this.#block}, offset: ${this.#offset}, ` +
-      `packed: ${this.#packed}${this.#disposed ? ", disposed" : ""} }`;
-  }
-
   /** True after dispose(). */
   get disposed(): boolean {
     checkThis(this, "disposed");
@@ -267,6 +260,11 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     tensorOffset = (tensor) => tensor.#offset;
     tensorDisposed = (tensor) => tensor.#disposed;
     tensorKeepsTensor = (tensor) => tensor.#keepsTensor;
+    // console.log: "DeviceTensor(float32 [2, 3] cuda:0)", ", disposed" once it is (no getter: the address would throw).
+    defineInspect<DeviceTensor>(this.prototype, "DeviceTensor", (t) => {
+      if (!(#holder in t)) return "DeviceTensor (not made by this library)";
+      return `DeviceTensor(${t.#dtype} ${showShape(t.#shape)} ${deviceName(t.#device)}${t.#disposed ? ", disposed" : ""})`;
+    });
     // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
     setTensorBlockReader((value) =>
       #holder in value
