@@ -50,12 +50,12 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
-for f in package.json README.md LICENSE dist/mod.js dist/mod.js.map dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so; do
+for f in package.json README.md LICENSE dist/mod.js dist/mod.js.map dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so prebuilt/linux-x64/libcuda-emulated.so; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js(\.map)?|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|dist/mod\.js(\.map)?|dist/types/.+\.d\.ts|prebuilt/linux-x64/lib(mtc|cuda-emulated)\.so)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js and its map, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, dist/mod.js and its map, $(grep -c '^dist/types/' "$WORK/files") declarations, prebuilt/linux-x64/libmtc.so and libcuda-emulated.so"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
@@ -79,14 +79,20 @@ bad=$(nm -D --defined-only "$SO" | awk '{print $3}' | grep -v '^mtc_' || true)
 [ -z "$bad" ] || fail "libmtc.so exports symbols outside mtc_: $bad"
 echo "needs GLIBC_$newest at most; exports $(nm -D --defined-only "$SO" | grep -c ' mtc_') mtc_ symbols"
 
-step "prebuilt libmtc.so: stripped, and no path of the machine that built it"
-debug=$(readelf -S --wide "$SO" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
-[ -z "$debug" ] || fail "libmtc.so carries debug sections: $debug"
+step "prebuilt libmtc.so and libcuda-emulated.so: stripped, and no path of the machine that built them"
+EMULATED=$WORK/unpacked/package/prebuilt/linux-x64/libcuda-emulated.so
 zig_lib=$(dirname "$(readlink -f "$ZIG")")
-leaks=$(strings -n 4 "$SO" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
-leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
-[ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
-echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
+for lib in "$SO" "$EMULATED"; do
+  name=$(basename "$lib")
+  debug=$(readelf -S --wide "$lib" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
+  [ -z "$debug" ] || fail "$name carries debug sections: $debug"
+  leaks=$(strings -n 4 "$lib" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
+  leaks+=$(strings -n 4 "$lib" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
+  [ -z "$leaks" ] || fail "$name names paths of the build machine: $(head -5 <<<"$leaks")"
+done
+newest=$(objdump -T "$EMULATED" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+[ "$(printf '%s\n' "$newest" 2.28 | sort -V | tail -1)" = 2.28 ] || fail "libcuda-emulated.so needs GLIBC_$newest (more than 2.28)"
+echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path; the emulated driver needs GLIBC_$newest at most"
 
 step "package.json: no runtime dependencies"
 node -e '
@@ -121,6 +127,9 @@ step "Deno (node_modules, bare specifier): copy to cpu (no CUDA driver)"
 expect_output "cpu copy ok" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, bare specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke.ts
+step "MTC_CUDA_DRIVER=emulated: the packaged emulated driver, Bun and Deno (docs/TESTING.md, CPU-only CI)"
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "$BUN" smoke.ts
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
 step "class names kept by the bundle (keepNames), and console.log's one line for a DeviceTensor"
