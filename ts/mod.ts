@@ -82,5 +82,5 @@ export type { TensorLayout } from "./tensor/strides.ts";
 export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStream } from "./copy/to_device.ts";
 // Device strings read at run time, waits with a limit, what a host array comes back as.
 export { checkDevice as parseDevice, isDevice } from "./gpu/device.ts";
-export { type WaitOptions } from "./copy/wait_limit.ts";
+export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
 export { type HostArrayOf } from "./copy/types.ts";

@@ -11,7 +11,7 @@ import { disposeAll } from "../tensor/dispose.ts";
 import { checkOptionNames, invalidArgument, MtcError, showValue } from "../base/errors.ts";
 import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "./options.ts";
 import { Stream, withStream } from "../gpu/stream.ts";
-import { readSignal, waitStopped } from "./wait_limit.ts";
+import { type AbortSignalLike, readSignal, waitStopped } from "./wait_limit.ts";
 
 const PREFETCH_OPTIONS: readonly string[] = [...COPY_OPTION_NAMES, "depth", "stream", "signal"];
 
@@ -38,7 +38,7 @@ export interface PrefetchOptions extends CopyOptions {
    * copy is over: memory a copy uses is never freed under it) and the
    * source iterator is closed.
    */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
 }
 
 /**

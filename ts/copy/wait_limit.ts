@@ -11,17 +11,33 @@
 
 import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 
+/**
+ * What a wait reads of an AbortSignal, typed structurally so that the
+ * declarations need no DOM or runtime types; a value must be a real
+ * `AbortSignal` (`AbortController().signal`, `AbortSignal.timeout(ms)`).
+ */
+export interface AbortSignalLike {
+  /** True once it has aborted. */
+  readonly aborted: boolean;
+  /** Why it aborted: the cause of the wait's error. */
+  readonly reason?: unknown;
+  /** Listens for the abort. */
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  /** Stops listening. */
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 /** How long a wait may take: the options of {@link AsyncCopyHandle.get} and {@link AsyncCopyHandle.wait}. */
 export interface WaitOptions {
   /** Stop waiting when this signal aborts (at once if it has aborted already). */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
   /** Stop waiting after this many milliseconds, a number >= 0 (0: only if the copy is over now; Infinity: no limit). */
   timeoutMs?: number;
 }
 
 /** A wait's limits as read, once, from its options. */
 export interface WaitLimit {
-  readonly signal: AbortSignal | undefined;
+  readonly signal: AbortSignalLike | undefined;
   readonly timeoutMs: number | undefined;
 }
 
@@ -36,9 +52,12 @@ export function readWaitOptions(call: string, options: WaitOptions | undefined):
   return { signal: readSignal(call, signal), timeoutMs: readTimeout(call, timeoutMs) };
 }
 
+/** The runtime's AbortSignal class (both runtimes have it). */
+const ABORT_SIGNAL = (globalThis as unknown as { AbortSignal: abstract new () => AbortSignalLike }).AbortSignal;
+
 /** An option `signal` checked: an AbortSignal or undefined. */
-export function readSignal(call: string, signal: unknown): AbortSignal | undefined {
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+export function readSignal(call: string, signal: unknown): AbortSignalLike | undefined {
+  if (signal !== undefined && !(signal instanceof ABORT_SIGNAL)) {
     throw invalidArgument(`${call}: signal must be an AbortSignal, got ${showValue(signal)}`);
   }
   return signal;
@@ -104,7 +123,7 @@ export function withinLimit<T>(call: string, settled: () => Promise<T>, limit: W
 }
 
 /** True once `signal` has aborted (a function: TypeScript would keep an earlier answer). */
-function aborted(signal: AbortSignal | undefined): boolean {
+function aborted(signal: AbortSignalLike | undefined): boolean {
   return signal?.aborted === true;
 }
 
