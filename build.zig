@@ -201,6 +201,8 @@ pub fn build(b: *std.Build) void {
             .link_libc = true,
         });
         fake_mod.addCSourceFiles(.{ .files = &fake_cuda_sources, .flags = &fake_cuda_flags });
+        // The npm package ships it (libcuda-emulated.so), built as libmtc is.
+        if (strip) reproducible(b, fake_mod);
         fake_mod.addIncludePath(b.path("tests/fake_cuda"));
         fake_mod.linkSystemLibrary("pthread", .{});
         const fake = b.addLibrary(.{

@@ -73,7 +73,11 @@ export default defineConfig({
   platform: "neutral",
   bundle: true,
   splitting: false,
-  sourcemap: false,
+  // dist/mod.js.map (sources inlined): stack traces and debuggers show ts/.
+  sourcemap: true,
+  // Classes keep their names (DeviceTensor, not _DeviceTensor) for
+  // constructor.name, stack traces and default inspection.
+  keepNames: true,
   clean: true,
   dts: false,
   // bun:ffi is Bun's own module (reached through import.meta.require).

@@ -6,7 +6,7 @@ import { cudaUnavailableReason, DeviceTensor, disposeAll, startCopy, Tensor } fr
 const batch = [
   { boxes: new Tensor(new Float32Array(30 * 4), [30, 4]), classes: new BigInt64Array(30), name: "cam0" },
   { boxes: new Tensor(new Float32Array(20 * 4), [20, 4]), classes: new BigInt64Array(20), name: "cam1" },
-];
+] as const;                                // a tuple: the result's copied[0] and [1] are known to exist
 const noGpu = cudaUnavailableReason();    // undefined, or why CUDA cannot be used here
 if (noGpu !== undefined) console.log(`no CUDA device (${noGpu}): copying to cpu`);
 const handle = startCopy(batch, noGpu === undefined ? "cuda:0" : "cpu"); // returns at once; the copy runs on C threads

@@ -83,3 +83,7 @@ export { clearTransferStreams, type DeviceSpec, Identity, ToDevice, transferStre
 export { Arena } from "./tensor/arena.ts";
 export { type PinnedOptions, pinnedArray, pinnedTensor, setPinnedHeldLimit } from "./tensor/pinned.ts";
 export { startArenaCopy } from "./copy/arena_copy.ts";
+// Device strings read at run time, waits with a limit, what a host array comes back as.
+export { checkDevice as parseDevice, isDevice } from "./gpu/device.ts";
+export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
+export { type HostArrayOf } from "./copy/types.ts";

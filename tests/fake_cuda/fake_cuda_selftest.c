@@ -669,6 +669,18 @@ int main(int argc, char **argv) {
   CHECK(strstr(jit_log, ".target sm_100 is newer than this GPU (sm_90)") != NULL);
   CHECK((uintptr_t)jit_values[1] == strlen(jit_log));
   EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.target sm_100\n"));
+  /* What a real JIT also refuses: no .version first, no .target next, no
+   * .entry, braces that do not balance; the reason goes to the log. */
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, "garbage .version 8.0\n.target sm_80\n.entry k() { }\n"));
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version eight\n.target sm_80\n.entry k() { }\n"));
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.entry k() { }\n.target sm_80\n"));
+  jit_values[1] = (void *)(uintptr_t)sizeof jit_log;
+  EXPECT(INVALID_PTX, cuModuleLoadDataEx(&pmod, ".version 8.0\n.target sm_80\n", 2, jit_options, jit_values));
+  CHECK(strstr(jit_log, "no .entry directive") != NULL);
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.target sm_80\n.entry k() { {\n"));
+  EXPECT(INVALID_PTX, cuModuleLoadData(&pmod, ".version 8.0\n.target sm_80\n.entry k() } {\n"));
+  EXPECT(OK, cuModuleLoadData(&pmod, "// a comment\n/* another */ .version 8.0\n.target sm_80\n.entry k() { }\n"));
+  EXPECT(OK, cuModuleUnload(pmod));
   EXPECT(OK, cuModuleLoadDataEx(&pmod, ptx, 0, NULL, NULL));
   EXPECT(OK, cuModuleUnload(pmod));
 

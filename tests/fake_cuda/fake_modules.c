@@ -113,6 +113,46 @@ static int ptx_target_too_new(const char *text) {
   return sm > FAKE_SM ? sm : 0;
 }
 
+/* What the emulated JIT checks of a PTX text (with ptx_target_too_new):
+ * the structure a real driver's JIT would also refuse without, not the
+ * instructions. Past comments and white space. */
+static const char *ptx_skip(const char *p) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (p[0] == '/' && p[1] == '/') {
+      p += strcspn(p, "\n");
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *end = strstr(p + 2, "*/");
+      p = end ? end + 2 : p + strlen(p);
+    } else {
+      return p;
+    }
+  }
+}
+
+/* NULL for a PTX text whose structure the emulation accepts: .version N.M
+ * first, .target next, at least one .entry, braces that balance. Else why
+ * not, as the JIT's log would say. A body the real JIT would refuse for its
+ * instructions (a typo, an undeclared register) still loads here. */
+static const char *ptx_problem(const char *text) {
+  const char *p = ptx_skip(text);
+  if (strncmp(p, ".version", 8) != 0) return "a PTX module must begin with a .version directive";
+  p += 8;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t major = strspn(p, "0123456789");
+  if (major == 0 || p[major] != '.' || p[major + 1] < '0' || p[major + 1] > '9')
+    return ".version needs a version number (major.minor)";
+  p = ptx_skip(p + strcspn(p, "\n"));
+  if (strncmp(p, ".target", 7) != 0) return "the .version directive must be followed by a .target directive";
+  if (!strstr(p, ".entry")) return "no .entry directive: the module has no kernel";
+  long depth = 0;
+  for (const char *c = p; *c; c++) {
+    if (*c == '{') depth++;
+    if (*c == '}' && --depth < 0) return "a '}' closes no '{'";
+  }
+  return depth ? "a '{' is never closed" : NULL;
+}
+
 /* cuModuleLoadData and cuModuleLoadDataEx; a JIT failure's message goes to
  * log (log_size bytes, NUL-terminated) when log is not NULL. */
 static CUresult module_load(const char *fn, CUmodule *module, const void *image, char *log, size_t log_size) {
@@ -137,6 +177,12 @@ static CUresult module_load(const char *fn, CUmodule *module, const void *image,
       snprintf(log, log_size, "ptxas application ptx input: fatal: .target sm_%d is newer than this GPU (sm_%d)", sm,
                FAKE_SM);
     r = report(CUDA_ERROR_INVALID_PTX, fn, "PTX for sm_%d, the emulated GPU is sm_%d", sm, FAKE_SM);
+    goto out;
+  }
+  const char *problem = kind == 2 ? ptx_problem(image) : NULL;
+  if (problem) {
+    if (log && log_size) snprintf(log, log_size, "ptxas application ptx input: fatal: %s", problem);
+    r = report(CUDA_ERROR_INVALID_PTX, fn, "%s", problem);
     goto out;
   }
   size_t text_bytes = kind == 2 ? strlen(image) + 1 : 1;

@@ -43,7 +43,7 @@ gpuTest("a pinned tensor disposed while its DMA runs: the copy reads its bytes, 
     const next = pinnedArray("uint8", 64 << 20); // the pool hands the block out again only once the copy is over
     next.fill(9);
     using onGpu = await handle;
-    assertSame(firstNot(onGpu.toHost() as Uint8Array, 7), -1, `round ${round}`);
+    assertSame(firstNot(onGpu.toTensor().data as Uint8Array, 7), -1, `round ${round}`);
     disposeAll(next);
   }
 });

@@ -67,19 +67,26 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
-  docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
+  prebuilt/linux-x64/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/libmtc\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/types/.+\.d\.ts|prebuilt/linux-x64/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
-  "prebuilt/linux-x64/libmtc.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and its map, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+  "prebuilt/linux-x64/libmtc.so and libcuda-emulated.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
   fail "a declaration in dist/types imports a .ts file"
 echo "dist/mod.js reaches bun:ffi only through import.meta.require; declarations import .js"
+tail -n 1 "$ROOT/dist/mod.js" | grep -qxF '//# sourceMappingURL=mod.js.map' || fail "dist/mod.js does not name its source map"
+node -e '
+  const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const i = m.sources.findIndex((s) => s.endsWith("ts/copy/start_copy.ts"));
+  if (i < 0 || !m.sourcesContent || !m.sourcesContent[i].includes("export function startCopy")) process.exit(1);' \
+  "$ROOT/dist/mod.js.map" || fail "dist/mod.js.map does not carry the sources (ts/copy/start_copy.ts)"
+echo "dist/mod.js.map maps to ts/ with the sources inlined"
 
 step "prebuilt libmtc.so: glibc 2.28 at most, mtc_ symbols only"
 mkdir "$WORK/unpacked"
@@ -91,14 +98,20 @@ bad=$(nm -D --defined-only "$SO" | awk '{print $3}' | grep -v '^mtc_' || true)
 [ -z "$bad" ] || fail "libmtc.so exports symbols outside mtc_: $bad"
 echo "needs GLIBC_$newest at most; exports $(nm -D --defined-only "$SO" | grep -c ' mtc_') mtc_ symbols"
 
-step "prebuilt libmtc.so: stripped, and no path of the machine that built it"
-debug=$(readelf -S --wide "$SO" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
-[ -z "$debug" ] || fail "libmtc.so carries debug sections: $debug"
+step "prebuilt libmtc.so and libcuda-emulated.so: stripped, and no path of the machine that built them"
+EMULATED=$WORK/unpacked/package/prebuilt/linux-x64/libcuda-emulated.so
 zig_lib=$(dirname "$(readlink -f "$ZIG")")
-leaks=$(strings -n 4 "$SO" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
-leaks+=$(strings -n 4 "$SO" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
-[ -z "$leaks" ] || fail "libmtc.so names paths of the build machine: $(head -5 <<<"$leaks")"
-echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
+for lib in "$SO" "$EMULATED"; do
+  name=$(basename "$lib")
+  debug=$(readelf -S --wide "$lib" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
+  [ -z "$debug" ] || fail "$name carries debug sections: $debug"
+  leaks=$(strings -n 4 "$lib" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
+  leaks+=$(strings -n 4 "$lib" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
+  [ -z "$leaks" ] || fail "$name names paths of the build machine: $(head -5 <<<"$leaks")"
+done
+newest=$(objdump -T "$EMULATED" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+[ "$(printf '%s\n' "$newest" 2.28 | sort -V | tail -1)" = 2.28 ] || fail "libcuda-emulated.so needs GLIBC_$newest (more than 2.28)"
+echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path; the emulated driver needs GLIBC_$newest at most"
 
 step "links in the shipped files (Markdown, doc comments of dist/): each resolves inside the tarball"
 "$DENO" run --allow-read tests/package/check_links.ts "$WORK/unpacked/package" || fail "a shipped file links to what the tarball lacks (tests/package/check_links.ts)"
@@ -152,8 +165,18 @@ step "Deno (node_modules, bare specifier): copy to cpu (no CUDA driver)"
 expect_output "cpu copy ok" env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, bare specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke.ts
+step "MTC_CUDA_DRIVER=emulated: the packaged emulated driver, Bun and Deno (docs/TESTING.md, CPU-only CI)"
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "$BUN" smoke.ts
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "${DENO_RUN[@]}" smoke.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
+step "class names kept by the bundle (keepNames), and console.log's one line for a DeviceTensor"
+printf '%s\n' 'import { AsyncCopyHandle, DeviceTensor, MtcError, Stream, Tensor } from "multi-tensor-copier";' \
+  'console.log([AsyncCopyHandle, DeviceTensor, MtcError, Stream, Tensor].map((c) => c.name).join(" "));' \
+  'console.log(DeviceTensor.empty([2, 3], "float32", "cuda:0"));' >names.ts
+expect_output "AsyncCopyHandle DeviceTensor MtcError Stream Tensor" env MTC_CUDA_DRIVER="$FAKE" "$BUN" names.ts
+expect_output "DeviceTensor(float32 [2, 3] cuda:0)" env MTC_CUDA_DRIVER="$FAKE" "$BUN" names.ts
+expect_output "DeviceTensor(float32 [2, 3] cuda:0)" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" names.ts
 step "the README's first example, Bun and Deno: no driver (says why, copies to cpu), then the emulated driver"
 expect_output "no CUDA device (could not load the CUDA driver /nonexistent/libcuda.so.1" \
   env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUN" readme_first.ts

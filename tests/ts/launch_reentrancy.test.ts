@@ -241,8 +241,8 @@ reentrancyTest("D8 (streams): forged Streams and CudaEvents are MtcErrors; new S
     assertSame(e.code, "MTC_ERR_INVALID_ARGUMENT", e.message);
   };
   const forged = Object.create(Stream.prototype) as Stream;
-  invalid(() => withStream(forged, () => 1), "withStream needs a Stream");
-  invalid(() => withStream(new Proxy(stream, {}), () => 1), "withStream needs a Stream");
+  invalid(() => withStream(forged, () => 1), "withStream: the stream must be a Stream");
+  invalid(() => withStream(new Proxy(stream, {}), () => 1), "withStream: the stream must be a Stream");
   invalid(() => stream.waitStream(forged), "Stream.waitStream: other must be a Stream");
   invalid(() => stream.waitEvent(Object.create(CudaEvent.prototype)), "Stream.waitEvent: the event must be a CudaEvent");
   using event = stream.recordEvent();

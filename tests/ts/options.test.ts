@@ -15,6 +15,8 @@ test("options: accvlab's defaults", () => {
     packThresholdBytes: 256 * 1024,
     stagingThreads: 0,
     stagingPieceBytes: 8 * 1024 * 1024,
+    strict: false,
+    copyHostLeaves: false,
   });
   assertSame(resolveOptions(undefined), DEFAULT_OPTIONS);
   assertSame(resolveOptions({ packCpuTensors: false }).packCpuTensors, false);
@@ -33,6 +35,8 @@ test("options: out-of-range values are MtcErrors naming the option", () => {
     [{ stagingThreads: 1.5 }, "stagingThreads = 1.5"],
     [{ packThresholdBytes: NaN }, "packThresholdBytes = NaN"],
     [{ usePinnedStaging: 1 }, "option usePinnedStaging must be a boolean, got number"],
+    [{ strict: "yes" }, "option strict must be a boolean, got string"],
+    [{ copyHostLeaves: 1 }, "option copyHostLeaves must be a boolean, got number"],
     [{ maxPackedChunkBytes: "32M" }, "option maxPackedChunkBytes must be a number, got string"],
     [{ packCpuTensor: true }, 'unknown option "packCpuTensor"'],
   ];
@@ -66,6 +70,8 @@ test("options: every field lands at its offset", () => {
     packThresholdBytes: 5 * 2 ** 32 + 7,
     stagingThreads: 3,
     stagingPieceBytes: 8192,
+    strict: true, // TypeScript only: nothing in the struct
+    copyHostLeaves: true,
   }, view);
   assertSame(view.getUint32(0, true), 56);
   assertSame(view.getUint32(4, true), 0);

@@ -117,7 +117,7 @@ pinnedTest("an arena disposed while a copy reads it: the copy completes exactly,
     arena.dispose();
     assertSame(x.data.length, 0, "views empty on dispose");
     const onGpu = await handle;
-    assertEquals(Array.from(onGpu.toHost() as Float64Array), Array.from(expected));
+    assertEquals(Array.from(onGpu.toTensor().data as Float64Array), Array.from(expected));
     onGpu.dispose();
   });
   assertSame(poolStats().pinnedHeldBytes, before.pinnedHeldBytes);

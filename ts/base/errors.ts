@@ -5,6 +5,8 @@
  * @module
  */
 
+import { defineInspect } from "./inspect.ts";
+
 /**
  * Status values of `enum mtc_status`, by name.
  *
@@ -89,6 +91,16 @@ export class MtcError extends Error {
     this.status = status;
     this.code = statusName(status);
     this.path = path;
+  }
+
+  static {
+    // console.log: "MtcError [MTC_ERR_INVALID_ARGUMENT]: .a[0]: ..." and the stack, then the cause, if any.
+    defineInspect<MtcError>(this.prototype, "MtcError", (e, nested) => {
+      const stack = typeof e.stack === "string" ? e.stack : "";
+      const at = stack.indexOf("\n    at ");
+      const cause = e.cause === undefined ? "" : `\n  [cause]: ${nested(e.cause).split("\n").join("\n  ")}`;
+      return `MtcError [${e.code}]: ${e.message}${at >= 0 ? stack.slice(at) : ""}${cause}`;
+    });
   }
 }
 

@@ -68,7 +68,9 @@ const outWords = new Uint32Array(2); // mtc_plan ** out-parameter
  * than the others, a disposed DeviceTensor, two destinations that overlap,
  * or a destination that overlaps any leaf's source (its own, or another's:
  * a swap or a chain; the message names both paths). Use separate memory:
- * a swap goes through a third buffer.
+ * a swap goes through a third buffer. Options are startCopy's: `strict`
+ * also refuses the source's look-alike tensors (which copyInto would skip),
+ * and `copyHostLeaves` changes nothing (every leaf is copied).
  *
  * @example
  * ```ts
@@ -91,7 +93,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
   let target: number;
   let w: IntoWalk | undefined;
   try {
-    w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf);
+    w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf, resolved.strict);
     const t = w.t;
     target = w.target;
     if (t.count === 0) return new AsyncCopyHandle<D>(null, w.target, destination);

@@ -10,7 +10,7 @@
 
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
-import { DeviceTensor, holderOf, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
+import { DeviceTensor, holderOf, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, isDType, storageElementBytes, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
 import { invalidArgument, showValue } from "../base/errors.ts";
 import { isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
@@ -140,7 +140,8 @@ function describeHost(
   const flags = t.holdPinned(buffer) ? LEAF_PINNED : 0;
   // .buffer was read just above (Bun: the view's storage is pinned)
   writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize, flags);
-  const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null);
+  // A Tensor's copy comes back to the host as a Tensor (shape given), a bare array's as an array.
+  const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null, shape !== null);
   t.outputs!.push(output);
   return output;
 }
@@ -182,11 +183,11 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   t.holdPinned(viewBuffer(view));
   writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
-  return placeResult(t, shape, dtype, bytes, parent, key);
+  return placeResult(t, shape, dtype, bytes, parent, key, true);
 }
 
-/** A Tensor's shape field that is not the one its constructor froze: checked and frozen, or an error with what it holds. */
-function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): readonly number[] {
+/** @internal A Tensor's shape field that is not the one its constructor froze: checked and frozen, or an error with what it holds. */
+export function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): readonly number[] {
   const checked = checkedShape(shape);
   if (checked !== undefined) return checked;
   const given = Array.isArray(shape) ? showShape(shape.slice()) : showValue(shape);
@@ -196,11 +197,20 @@ function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): re
 /**
  * The result of the leaf just listed: for a device target made now (its
  * address set when the copy is over); for "cpu", where it goes and what it
- * is, kept for results.ts.
+ * is, kept for results.ts. `keepsTensor`: the result comes back to the host
+ * as a Tensor whatever its shape.
  */
-function placeResult(t: Traversal, shape: readonly number[], dtype: DType, bytes: number, parent: Frame | null, key: unknown): unknown {
+function placeResult(
+  t: Traversal,
+  shape: readonly number[],
+  dtype: DType,
+  bytes: number,
+  parent: Frame | null,
+  key: unknown,
+  keepsTensor: boolean,
+): unknown {
   if (t.outputs !== null) {
-    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null);
+    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null, keepsTensor);
     t.outputs.push(output);
     return output;
   }
@@ -227,7 +237,7 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
   t.leaves.push(leaf);
   t.views.push(undefined);
   writeLeaf(t, i, tensorAddress(leaf), bytes, device, DTYPE_SIZE[dtype]);
-  return placeResult(t, tensorShape(leaf), dtype, bytes, parent, key);
+  return placeResult(t, tensorShape(leaf), dtype, bytes, parent, key, tensorKeepsTensor(leaf));
 }
 
 /**
@@ -273,7 +283,8 @@ function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buf
   }
 }
 
-function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
+/** @internal The error for a Tensor whose data does not hold what its shape and dtype say, saying what is wrong. */
+export function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
   if (viewByteLength(data) < 0) return leafError(parent, key, `the Tensor's data is not a typed array`);
   const kind = data.constructor.name;
   if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${showValue(dtype)} is not one of the dtypes`);

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { defineInspect } from "../base/inspect.ts";
+import { deviceName } from "../gpu/device.ts";
 import { adoptEvent, type CudaEvent } from "../gpu/event.ts";
 import { MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -12,6 +14,9 @@ import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.t
 import { destinationsGone } from "./host_into.ts";
 import { pendingHostInto, planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";
+import { blockWithinLimit, readWaitOptions, type WaitOptions, withinLimit } from "./wait_limit.ts";
+
+export type { WaitOptions } from "./wait_limit.ts";
 
 const outWords = new Uint32Array(2); // mtc_event ** out-parameter
 
@@ -83,6 +88,19 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   /** mtc_plan_stats bytes, taken when the plan was released. */
   #stats: Uint8Array | null = null;
 
+  static {
+    // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
+    defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
+      if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";
+      const state = h.#disposed ? "disposed"
+        : h.#error !== null ? `failed: ${h.#error.code}`
+        : h.#result !== null ? "done"
+        : h.#finished >= 0 ? "over, not read yet"
+        : "pending";
+      return `AsyncCopyHandle(to ${deviceName(h.#target)}, ${state})`;
+    });
+  }
+
   /** @internal Made by startCopy. */
   constructor(record: PlanRecord | null, target: number, done?: T, reused = 0) {
     this.#record = record;
@@ -119,9 +137,28 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * The copied batch, waiting for the copy if needed (blocking the thread).
    * Returns the same object on every call; throws the copy's MtcError (the
    * same one on every call), or MTC_ERR_INVALID_STATE after dispose().
+   *
+   * `options.timeoutMs` limits the wait: past it, get() throws an MtcError
+   * with code MTC_IN_PROGRESS and the copy goes on (the handle stays usable:
+   * get, await or dispose it later). `options.signal` stops it only if it
+   * has aborted when get() is called, since a blocked thread runs no event:
+   * use {@link wait} to abort a wait in progress.
+   *
+   * @example
+   * ```ts
+   * try {
+   *   const onGpu = handle.get({ timeoutMs: 100 });
+   * } catch (e) {
+   *   if (e instanceof MtcError && e.code === "MTC_IN_PROGRESS") console.log("still copying");
+   * }
+   * ```
    */
-  get(): T {
+  get(options?: WaitOptions): T {
     if (this.#disposed) throw disposedError();
+    if (options !== undefined) {
+      const call = "AsyncCopyHandle.get";
+      blockWithinLimit(call, () => this.#result !== null || this.#error !== null || this.ready(), readWaitOptions(call, options));
+    }
     if (this.#result !== null) return this.#result.value;
     if (this.#error !== null) throw this.#error;
     const record = this.#record!;
@@ -143,8 +180,36 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   }
 
   /**
-   * Makes `await handle` work; waits without blocking the event loop.
-   * Rejects with MTC_ERR_INVALID_STATE after dispose(), as get() throws.
+   * The copied batch, as `await handle` gives it (without blocking the
+   * event loop), within a limit: when `options.signal` aborts (at once if
+   * it has already) or `options.timeoutMs` pass first, the promise rejects
+   * with an MtcError whose code is MTC_IN_PROGRESS (an abort's reason is its
+   * `cause`). Only the wait stops: the copy goes on, and the handle stays as
+   * it was (await it, get() it or dispose() it later; the bytes are the
+   * copy's). Bad options reject with MTC_ERR_INVALID_ARGUMENT.
+   *
+   * @example
+   * ```ts
+   * const handle = startCopy(batch, "cuda:0");
+   * const onGpu = await handle.wait({ signal: AbortSignal.timeout(500) });
+   * ```
+   */
+  wait(options?: WaitOptions): Promise<T> {
+    const call = "AsyncCopyHandle.wait";
+    let limit;
+    try {
+      limit = readWaitOptions(call, options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (this.#disposed) return Promise.reject(disposedError());
+    return withinLimit(call, () => this.#settled(), limit);
+  }
+
+  /**
+   * Makes `await handle` work; waits without blocking the event loop, with
+   * no limit ({@link wait} takes one). Rejects with MTC_ERR_INVALID_STATE
+   * after dispose(), as get() throws.
    */
   then<R1 = T, R2 = never>(
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,

@@ -20,6 +20,7 @@ import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
 import type { PointerOf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
+import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
 import { Traversal } from "./traversal.ts";
 
 const LEAF_WORDS = 10; // sizeof(mtc_leaf) / 4
@@ -198,9 +199,17 @@ export function releaseDestinationWords(words: Uint32Array): void {
 /**
  * Walks `source` and `destination` together. `pointerOf` reads host
  * addresses now (Bun); null leaves them for a bulk write at submit (Deno).
+ * `strict`: the option, for the source's look-alike tensors.
  */
-export function walkInto(source: unknown, destination: unknown, descriptors: { words: Uint32Array }, pointerOf: PointerOf | null): IntoWalk {
+export function walkInto(
+  source: unknown,
+  destination: unknown,
+  descriptors: { words: Uint32Array },
+  pointerOf: PointerOf | null,
+  strict = false,
+): IntoWalk {
   const w = new PairWalk(descriptors, pointerOf);
+  w.t.strict = strict; // the option strict, for the source (strict.ts)
   w.t.root[0] = destination;
   try {
     w.visit(source, destination, null, undefined);
@@ -239,14 +248,18 @@ class PairWalk {
     const src = readSide(s, node, key, "source");
     if (src !== undefined) return this.leaf(src, s, d, node, key);
     const kind = containerKind(s);
-    if (kind === undefined) return; // class instances, Sets, ...: ignored
+    if (kind === undefined) {
+      if (this.t.strict) checkPassThrough(s, formatPath(node, key));
+      return; // class instances, Sets, ...: ignored
+    }
     if (this.onPath.includes(s)) throw invalidArgument("cycle: this container contains itself", formatPath(node, key));
     if (containerKind(d) !== kind) {
       throw invalidArgument(`the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} where the source has ${KIND_NAMES[kind]}`, formatPath(node, key));
     }
     this.onPath.push(s);
     const here: PathNode = { parent: node, key, kind };
-    if (kind === ARRAY) {
+    if (this.t.strict && kind !== MAP) this.visitStrict(s, d, kind, here, formatPath(node, key), key);
+    else if (kind === ARRAY) {
       const a = s as unknown[];
       const b = d as unknown[];
       for (let k = 0; k < a.length; k++) this.visit(a[k], b[k], here, k);
@@ -260,6 +273,18 @@ class PairWalk {
       for (let k = 0; k < keys.length; k++) this.visit(a[keys[k]!], b[keys[k]!], here, keys[k]);
     }
     this.onPath.pop();
+  }
+
+  /** The option strict: an array or plain object's values read once, checked (strict.ts), then visited. */
+  visitStrict(s: object, d: unknown, kind: Kind, here: PathNode, path: string, key: unknown): void {
+    const keys = kind === ARRAY ? null : Object.keys(s);
+    const values = keys === null ? Array.from(s as unknown[]) : keys.map((k) => (s as Record<string, unknown>)[k]);
+    if (keys === null) checkNumberArray(values, path, key, null, "");
+    else checkTensorLookAlike(Object.fromEntries(keys.map((k, i) => [k, values[i]])), keys, path);
+    for (let k = 0; k < values.length; k++) {
+      const at = keys === null ? k : keys[k]!;
+      this.visit(values[k], (d as Record<string | number, unknown>)[at], here, at);
+    }
   }
 
   leaf(src: Side, s: object, d: unknown, node: PathNode | null, key: unknown): void {

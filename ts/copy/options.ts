@@ -41,6 +41,23 @@ export interface CopyOptions {
   stagingThreads?: number;
   /** Large host leaves are staged in pieces of this many bytes (>= 4096), pipelined with their DMA. Default 8 MiB. */
   stagingPieceBytes?: number;
+  /**
+   * Refuse, with an MtcError naming the path, values that look like tensors
+   * but would pass through uncopied while the result types say DeviceTensor:
+   * an object the walk does not enter (a class instance, a Set, ...) that
+   * holds a typed array, Tensor or DeviceTensor (searched 4 levels deep); a
+   * plain object with a Tensor's fields, `data`, `shape` and `dtype` (what
+   * structuredClone or a Worker's postMessage makes of a Tensor); a
+   * non-empty array of numbers. TypeScript only (no C field). Default false.
+   */
+  strict?: boolean;
+  /**
+   * Copies to "cpu" only: give each host leaf back as a fresh copy (a new
+   * typed array of its kind, or a Tensor over one), made on the calling
+   * thread in startCopy, instead of the input itself. TypeScript only.
+   * Default false: host leaves bound for the host are returned as they are.
+   */
+  copyHostLeaves?: boolean;
 }
 
 /**
@@ -60,12 +77,14 @@ export const DEFAULT_OPTIONS: Readonly<Required<CopyOptions>> = Object.freeze({
   packThresholdBytes: 256 * 1024,
   stagingThreads: 0,
   stagingPieceBytes: 8 * 1024 * 1024,
+  strict: false,
+  copyHostLeaves: false,
 });
 
 /** sizeof(mtc_options). */
 export const OPTIONS_SIZE = 56;
 
-const BOOLEAN_KEYS = ["usePinnedStaging", "packCpuTensors", "useBackgroundThread"] as const;
+const BOOLEAN_KEYS = ["usePinnedStaging", "packCpuTensors", "useBackgroundThread", "strict", "copyHostLeaves"] as const;
 const NUMBER_KEYS = [
   "minPackedAlignmentBytes",
   "maxPackedChunkBytes",

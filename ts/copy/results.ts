@@ -13,7 +13,7 @@
 
 import { BlockHolder } from "../gpu/block.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { settleDeviceTensor } from "../tensor/device_tensor.ts";
+import { isDeviceTensor, settleDeviceTensor, tensorKeepsTensor } from "../tensor/device_tensor.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, isNaturalDType } from "../tensor/dtype.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { hostLeafView, pinnedBuffer } from "../tensor/host_output.ts";
@@ -146,8 +146,10 @@ function collectHost(lib: MtcLibrary, t: Traversal, words: Uint32Array): void {
     if ((words[at + 7]! & RESULT_REUSED) !== 0) throw reusedError(i);
     const dtype = t.dtypes[i]!;
     const shape = t.shapes[i]!;
-    // A Tensor source (strided, copied dense) stays a Tensor, whatever its shape.
-    const natural = isNaturalDType(dtype) && !(t.leaves[i] instanceof Tensor);
+    // A Tensor source (strided, copied dense), or a DeviceTensor copied from
+    // a Tensor, comes back a Tensor, whatever its shape.
+    const leaf = t.leaves[i];
+    const natural = isNaturalDType(dtype) && !(leaf instanceof Tensor) && !(isDeviceTensor(leaf) && tensorKeepsTensor(leaf));
     const block = u64At(words, at + 2);
     if (block === 0) {
       place(t, i, emptyHostOutput(dtype, shape, natural));

@@ -106,7 +106,7 @@ export function startCopyWith<T, D extends Device>(
   let record: PlanRecord;
   let t: Traversal;
   try {
-    t = walk(data, target, d, bulk ? null : lib.backend.pointerOf);
+    t = walk(data, target, d, bulk ? null : lib.backend.pointerOf, resolved);
     t.pageableResults = !resolved.usePinnedStaging;
     if (t.count === 0) {
       return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);

@@ -85,6 +85,10 @@ export class Traversal {
   pageableResults: boolean = false;
   /** copyInto only: the container of leaf i (its key in keys). The output is root[0], the destination, as it is. Null for startCopy. */
   intoNodes: (PathNode | null)[] | null = null;
+  /** The option strict: look-alike tensors are refused (strict.ts). */
+  strict: boolean = false;
+  /** The option copyHostLeaves: "cpu" gets fresh copies of host leaves, not the leaves themselves (host_clone.ts). */
+  copyHostLeaves: boolean = false;
 
   constructor(
     /** -1 for the host, N for cuda:N. */

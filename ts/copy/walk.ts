@@ -17,7 +17,9 @@ import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDevice, tensorDis
 import { naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { describeArray, describeDeviceTensor, describeTensor, type PointerOf, releaseDescriptors, takeDescriptors } from "./describe.ts";
+import { cloneArray, cloneTensor } from "./host_clone.ts";
 import { ARRAY, formatPath, MAP, OBJECT } from "./path.ts";
+import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
 import { type Descriptors, type Frame, setValue, Traversal } from "./traversal.ts";
 
 export { formatPath, type PathNode } from "./path.ts";
@@ -42,10 +44,21 @@ let spareState: WalkState | null = null;
  * host and DeviceTensors already on the target are placed as they are. Throws
  * MtcError with the path for a cycle, a disposed DeviceTensor and a leaf
  * that cannot be copied as it is (see describe.ts); block shares taken
- * before a throw are dropped.
+ * before a throw are dropped. `checks`: the options strict (strict.ts)
+ * and copyHostLeaves (host_clone.ts).
  */
-export function walk(data: unknown, target: number, descriptors: Descriptors, pointerOf: PointerOf | null): Traversal {
+export function walk(
+  data: unknown,
+  target: number,
+  descriptors: Descriptors,
+  pointerOf: PointerOf | null,
+  checks?: { readonly strict: boolean; readonly copyHostLeaves: boolean },
+): Traversal {
   const t = new Traversal(target, descriptors);
+  if (checks !== undefined) {
+    t.strict = checks.strict;
+    t.copyHostLeaves = checks.copyHostLeaves;
+  }
   // A getter on a leaf may start another copy while this walk runs: it gets a stack of its own.
   const state = spareState ?? { stack: [], deep: new Map() };
   spareState = null;
@@ -121,6 +134,18 @@ function walkInto(t: Traversal, data: unknown, state: WalkState, pointerOf: Poin
     }
     stack.pop();
     if (f.depth >= SCAN_DEPTH) state.deep.delete(f.input);
+    if (t.strict) checkContainer(f);
+  }
+}
+
+/** The option strict, for a container just walked: its mirror is no look-alike tensor (strict.ts). */
+function checkContainer(f: Frame): void {
+  const path = formatPath(f.parent, f.key);
+  if (f.kind === OBJECT) checkTensorLookAlike(f.output as Record<string, unknown>, f.keys as string[], path);
+  else if (f.kind === ARRAY) {
+    const parent = f.parent;
+    const parentKeys = parent !== null && parent.kind === OBJECT ? parent.keys as string[] : null;
+    checkNumberArray(f.output as unknown[], path, f.key, parentKeys, parent === null ? "" : formatPath(parent.parent, parent.key));
   }
 }
 
@@ -132,13 +157,15 @@ function walkInto(t: Traversal, data: unknown, state: WalkState, pointerOf: Poin
  */
 function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, state: WalkState, pointerOf: PointerOf | null): unknown {
   if (v instanceof Tensor) {
-    if (t.target === DEVICE_CPU && v.strides === undefined) return reuse(t, v); // strided: copied dense
+    if (t.target === DEVICE_CPU && v.strides === undefined) { // strided: copied dense
+      return t.copyHostLeaves ? cloneTensor(v, parent, key) : reuse(t, v);
+    }
     return describeTensor(t, v, parent, key, pointerOf);
   }
   if (ArrayBuffer.isView(v)) {
     const dtype = naturalDType(v);
     if (dtype === undefined) return v; // a DataView passes through
-    if (t.target === DEVICE_CPU) return reuse(t, v);
+    if (t.target === DEVICE_CPU) return t.copyHostLeaves ? cloneArray(v as TypedArray) : reuse(t, v);
     return describeArray(t, v as TypedArray, dtype, parent, key, pointerOf);
   }
   if (v instanceof DeviceTensor) {
@@ -162,6 +189,7 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
     const keys = Object.keys(v);
     frame = { parent, key, kind: OBJECT, input: v, output: {}, keys, length: keys.length, next: 0, depth: stack.length };
   } else {
+    if (t.strict) checkPassThrough(v, formatPath(parent, key));
     return v; // class instances, Sets, Dates, ... pass through
   }
   if (frame.depth >= SCAN_DEPTH) state.deep.set(v, frame);

@@ -29,7 +29,7 @@ export interface DeviceBlock {
  * caller in errors. The block holds one C reference, which the caller owns.
  */
 export function allocateDeviceBlock(call: string, device: Device | number, bytes: number, zero: boolean): DeviceBlock {
-  if (typeof device !== "number" && parseDevice(device) === DEVICE_CPU) {
+  if (typeof device !== "number" && parseDevice(device, `${call}: `) === DEVICE_CPU) {
     throw invalidArgument(`${call}: "cpu" is no CUDA device; host tensors are made with new Tensor(data, shape, dtype)`);
   }
   const ordinal = cudaOrdinal(device, call);

@@ -6,10 +6,12 @@
  */
 
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 
-function fail(status: number): MtcError {
-  return new MtcError(status, library().symbols.mtc_last_error() || statusName(status));
+/** A failed C call of `call` ("CudaEvent.query"): the message starts with the call's name, as every GPU call's does. */
+function fail(status: number, call: string): MtcError {
+  return new MtcError(status, `${call}: ${library().symbols.mtc_last_error() || statusName(status)}`);
 }
 
 /** Backstop for events dropped without dispose(): the registry holds the mtc_event pointer. */
@@ -60,33 +62,39 @@ export class CudaEvent {
       if (typeof event !== "object" || event === null || !(#event in event)) {
         throw invalidArgument(`${what}: the event must be a CudaEvent (from Stream.recordEvent or completionEvent())`);
       }
-      return event.#live();
+      return event.#live(what);
     };
     adoptEvent = (event) => new CudaEvent(MADE_HERE, event);
+    // console.log: "CudaEvent(live)", "CudaEvent(disposed)" (no query: inspecting calls no C).
+    defineInspect<CudaEvent>(this.prototype, "CudaEvent", (e) => {
+      if (!(#event in e)) return "CudaEvent (not made by this library)";
+      return `CudaEvent(${e.#event === 0 ? "disposed" : "live"})`;
+    });
   }
 
-  #live(): number {
-    if (this.#event === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "this CudaEvent was disposed");
+  /** `call`: the call the error names ("CudaEvent.query"). */
+  #live(call: string): number {
+    if (this.#event === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: this CudaEvent was disposed`);
     return this.#event;
   }
 
   /** The raw CUevent, for other libraries to wait on; valid until dispose(). */
   get handle(): number {
-    return requireSymbol("mtc_event_handle", "events")(this.#live());
+    return requireSymbol("mtc_event_handle", "events")(this.#live("CudaEvent.handle"));
   }
 
   /** True when the event has completed. Never blocks. */
   query(): boolean {
-    const status = requireSymbol("mtc_event_query", "events")(this.#live());
+    const status = requireSymbol("mtc_event_query", "events")(this.#live("CudaEvent.query"));
     if (status === Status.MTC_OK) return true;
     if (status === Status.MTC_IN_PROGRESS) return false;
-    throw fail(status);
+    throw fail(status, "CudaEvent.query");
   }
 
   /** Blocks the calling thread until the event has completed. */
   synchronize(): void {
-    const status = requireSymbol("mtc_event_synchronize", "events")(this.#live());
-    if (status !== Status.MTC_OK) throw fail(status);
+    const status = requireSymbol("mtc_event_synchronize", "events")(this.#live("CudaEvent.synchronize"));
+    if (status !== Status.MTC_OK) throw fail(status, "CudaEvent.synchronize");
   }
 
   /** True after dispose(). */

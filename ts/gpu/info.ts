@@ -23,7 +23,7 @@ export function cudaDeviceCount(): number {
   const out = new Int32Array(1);
   const status = sym.mtc_cuda_device_count(out);
   if (status === Status.MTC_ERR_NO_DRIVER) return 0;
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  if (status !== Status.MTC_OK) throw new MtcError(status, `cudaDeviceCount: ${sym.mtc_last_error() || statusName(status)}`);
   return out[0]!;
 }
 
@@ -45,7 +45,7 @@ export function cudaUnavailableReason(): string | undefined {
   const out = new Int32Array(1);
   const status = sym.mtc_cuda_device_count(out);
   if (status === Status.MTC_ERR_NO_DRIVER) return sym.mtc_last_error() || "the CUDA driver could not be used";
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  if (status !== Status.MTC_OK) throw new MtcError(status, `cudaUnavailableReason: ${sym.mtc_last_error() || statusName(status)}`);
   return out[0]! > 0 ? undefined : "the CUDA driver reports no device";
 }
 
@@ -118,7 +118,7 @@ export function poolStats(): PoolStats {
   const view = new DataView(bytes.buffer);
   view.setUint32(0, STATS_SIZE, true);
   const status = sym.mtc_get_stats(bytes); // an older libmtc fills its 80 bytes and leaves the rest 0
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  if (status !== Status.MTC_OK) throw new MtcError(status, `poolStats: ${sym.mtc_last_error() || statusName(status)}`);
   const u64 = (offset: number) => view.getUint32(offset, true) + view.getUint32(offset + 4, true) * 4294967296;
   return {
     stagingThreads: view.getUint32(4, true),
@@ -164,7 +164,7 @@ export function setPinnedPoolLimit(bytes: number): void {
   const setLimit = requireSymbol("mtc_set_pinned_limit", "pinned pool limits");
   const status = setLimit(bytes);
   const sym = library().symbols;
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  if (status !== Status.MTC_OK) throw new MtcError(status, `setPinnedPoolLimit: ${sym.mtc_last_error() || statusName(status)}`);
 }
 
 const WARM_UP_OPTIONS: readonly string[] = ["pinnedBytes", "pinnedBufferBytes", "deviceBytes"];
@@ -199,13 +199,13 @@ export interface WarmUpOptions {
 export function warmUp(device: Device, options: WarmUpOptions = {}): void {
   const where = "warmUp";
   checkOptionNames(options, WARM_UP_OPTIONS, `${where}: `);
-  let ordinal = parseDevice(device);
+  let ordinal = parseDevice(device, `${where}: `);
   if (ordinal === DEVICE_CPU) throw invalidArgument(`${where}: "cpu" has nothing to warm up; name a CUDA device`);
   const sym = library().symbols;
   if (ordinal === CURRENT_CUDA) {
     const out = new Int32Array(1);
     const found = sym.mtc_cuda_current_device(out);
-    if (found !== Status.MTC_OK) throw new MtcError(found, sym.mtc_last_error() || statusName(found));
+    if (found !== Status.MTC_OK) throw new MtcError(found, `${where}: ${sym.mtc_last_error() || statusName(found)}`);
     ordinal = out[0]!;
   }
   const count = (name: keyof WarmUpOptions, fallback: number): number => {
@@ -220,7 +220,7 @@ export function warmUp(device: Device, options: WarmUpOptions = {}): void {
   const deviceBytes = count("deviceBytes", 0);
   const warm = requireSymbol("mtc_warm_up", "warmUp");
   const status = warm(ordinal, pinned, buffer, deviceBytes);
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  if (status !== Status.MTC_OK) throw new MtcError(status, `${where}: ${sym.mtc_last_error() || statusName(status)}`);
 }
 
 /**

@@ -10,6 +10,7 @@
 import type { BlockHolder } from "./block.ts";
 import { type Device, deviceName } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import {
   type KernelParam,
@@ -77,6 +78,9 @@ let modulePointer: (module: Module) => number;
 /** @internal A module's CUDA ordinal, from its private state. */
 let moduleOrdinal: (module: Module) => number;
 
+/** @internal True once the module was unloaded, from its private state. */
+let moduleDisposed: (module: Module) => boolean;
+
 // Intrinsic getters, read once: a getter the caller defines on an image (a
 // lying `byteLength`) or on a prototype is never consulted.
 const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
@@ -143,6 +147,12 @@ export class Module {
   static {
     modulePointer = (module) => module.#live();
     moduleOrdinal = (module) => module.#deviceIndex;
+    moduleDisposed = (module) => module.#module === 0;
+    // console.log: "Module(cuda:0)", "Module(cuda:0, disposed)".
+    defineInspect<Module>(this.prototype, "Module", (m) => {
+      if (!(#module in m)) return "Module (not made by this library)";
+      return `Module(${deviceName(m.#deviceIndex)}${m.#module === 0 ? ", disposed" : ""})`;
+    });
   }
 
   /**
@@ -246,6 +256,12 @@ export class Kernel {
 
   static {
     makeKernel = (module, name, params, fn) => new Kernel(MADE_HERE, module, name, params, fn);
+    // console.log: "Kernel(add_one_f32(ptr, u32) cuda:0)", ", module disposed" once its module is.
+    defineInspect<Kernel>(this.prototype, "Kernel", (k) => {
+      if (!(#function in k)) return "Kernel (not made by this library)";
+      const gone = moduleDisposed(k.#module) ? ", module disposed" : "";
+      return `Kernel(${k.#name}(${k.#params.join(", ")}) ${deviceName(moduleOrdinal(k.#module))}${gone})`;
+    });
   }
 
   /** The module it belongs to (kept alive by the kernel). */
@@ -295,7 +311,7 @@ export class Kernel {
       const paramBytes = params.length;
       // From here to the call only private state is read: no code of the caller's runs.
       const pointer = modulePointer(module);
-      const stream = liveHandle(input.stream);
+      const stream = liveHandle(input.stream, call);
       const status = launch(pointer, this.#function, stream, input.dims, params, paramBytes, offsets, this.#params.length, blocks, held.length);
       if (status !== Status.MTC_OK) throw fail(status, call);
     } finally {

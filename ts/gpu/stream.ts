@@ -16,6 +16,7 @@
 
 import { CURRENT_CUDA, DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { adoptEvent, type CudaEvent, eventPointer } from "./event.ts";
 
@@ -27,8 +28,9 @@ function u64Out(): number {
   return outWords[0]! + outWords[1]! * TWO_32;
 }
 
-function fail(status: number): MtcError {
-  return new MtcError(status, library().symbols.mtc_last_error() || statusName(status));
+/** A failed C call of `call` ("Stream.create"): the message starts with the call's name, as every GPU call's does. */
+function fail(status: number, call: string): MtcError {
+  return new MtcError(status, `${call}: ${library().symbols.mtc_last_error() || statusName(status)}`);
 }
 
 /** The CUDA ordinal a device names ("cuda" is the current device); "cpu" is an error. */
@@ -40,13 +42,13 @@ export function cudaOrdinal(device: Device | number, what: string): number {
     }
     ordinal = device;
   } else {
-    ordinal = parseDevice(device);
+    ordinal = parseDevice(device, `${what}: `);
   }
   if (ordinal === DEVICE_CPU) throw invalidArgument(`${what}: "cpu" has no streams; use "cuda" or "cuda:N"`);
   if (ordinal === CURRENT_CUDA) {
     const sym = library().symbols;
     const status = sym.mtc_cuda_current_device(outWords);
-    if (status !== Status.MTC_OK) throw fail(status);
+    if (status !== Status.MTC_OK) throw fail(status, what);
     ordinal = outWords[0]! | 0;
   }
   return ordinal;
@@ -82,7 +84,7 @@ export let isStream: (value: unknown) => value is Stream;
  * (MTC_ERR_INVALID_STATE after dispose()): for a call to hand to C right
  * away, with no caller code run in between.
  */
-export let liveHandle: (stream: Stream) => number;
+export let liveHandle: (stream: Stream, call?: string) => number;
 
 /** @internal A Stream's CUDA ordinal, from its private state. */
 export let streamOrdinal: (stream: Stream) => number;
@@ -122,11 +124,16 @@ export class Stream {
 
   static {
     isStream = (value): value is Stream => typeof value === "object" && value !== null && #disposed in value;
-    liveHandle = (stream) => {
-      stream.#checkLive();
+    liveHandle = (stream, call) => {
+      stream.#checkLive(call);
       return stream.#handle;
     };
     streamOrdinal = (stream) => stream.#deviceIndex;
+    // console.log: "Stream(cuda:0, owned)", "Stream(cuda:1, wrapped, disposed)".
+    defineInspect<Stream>(this.prototype, "Stream", (s) => {
+      if (!(#disposed in s)) return "Stream (not made by this library)";
+      return `Stream(${deviceName(s.#deviceIndex)}, ${s.#owned ? "owned" : "wrapped"}${s.#disposed ? ", disposed" : ""})`;
+    });
   }
 
   /**
@@ -137,7 +144,7 @@ export class Stream {
     const create = requireSymbol("mtc_stream_create", "streams");
     const ordinal = cudaOrdinal(device, "Stream.create");
     const status = create(ordinal, outWords);
-    if (status !== Status.MTC_OK) throw fail(status);
+    if (status !== Status.MTC_OK) throw fail(status, "Stream.create");
     return new Stream(MADE_HERE, ordinal, u64Out(), true);
   }
 
@@ -181,9 +188,11 @@ export class Stream {
     this.#checkLive();
   }
 
-  #checkLive(): void {
+  /** `call`: the method the error names ("Stream.synchronize"), or none. */
+  #checkLive(call?: string): void {
     if (this.#disposed) {
-      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Stream (${deviceName(this.#deviceIndex)}) was disposed`);
+      const where = call === undefined ? "" : `${call}: `;
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${where}this Stream (${deviceName(this.#deviceIndex)}) was disposed`);
     }
   }
 
@@ -193,21 +202,21 @@ export class Stream {
   /** Blocks the calling thread until all work queued on the stream has finished. */
   synchronize(): void {
     const sync = requireSymbol("mtc_stream_synchronize", "streams");
-    this.#checkLive();
+    this.#checkLive("Stream.synchronize");
     const status = sync(this.#deviceIndex, this.#handle);
-    if (status !== Status.MTC_OK) throw fail(status);
+    if (status !== Status.MTC_OK) throw fail(status, "Stream.synchronize");
   }
 
   /** Records an event that completes when the work queued on this stream so far has finished. */
   recordEvent(): CudaEvent {
-    return this.#record();
+    return this.#record("Stream.recordEvent");
   }
 
-  #record(): CudaEvent {
+  #record(call: string): CudaEvent {
     const record = requireSymbol("mtc_event_record", "events");
-    this.#checkLive();
+    this.#checkLive(call);
     const status = record(this.#deviceIndex, this.#handle, outWords);
-    if (status !== Status.MTC_OK) throw fail(status);
+    if (status !== Status.MTC_OK) throw fail(status, call);
     return adoptEvent(u64Out());
   }
 
@@ -216,14 +225,14 @@ export class Stream {
    * device), without blocking the host.
    */
   waitEvent(event: CudaEvent): void {
-    this.#wait(eventPointer(event, "Stream.waitEvent"));
+    this.#wait(eventPointer(event, "Stream.waitEvent"), "Stream.waitEvent");
   }
 
-  #wait(event: number): void {
+  #wait(event: number, call: string): void {
     const wait = requireSymbol("mtc_stream_wait_event", "events");
-    this.#checkLive();
+    this.#checkLive(call);
     const status = wait(this.#deviceIndex, this.#handle, event);
-    if (status !== Status.MTC_OK) throw fail(status);
+    if (status !== Status.MTC_OK) throw fail(status, call);
   }
 
   /**
@@ -232,10 +241,10 @@ export class Stream {
    */
   waitStream(other: Stream): void {
     if (!isStream(other)) throw invalidArgument("Stream.waitStream: other must be a Stream");
-    this.#checkLive();
-    const event = other.#record();
+    this.#checkLive("Stream.waitStream");
+    const event = other.#record("Stream.waitStream");
     try {
-      this.#wait(eventPointer(event, "Stream.waitStream"));
+      this.#wait(eventPointer(event, "Stream.waitStream"), "Stream.waitStream");
     } finally {
       event.dispose();
     }
@@ -311,8 +320,8 @@ function pop(stream: Stream): void {
  * ```
  */
 export function withStream<R>(stream: Stream, fn: () => R): R {
-  if (!isStream(stream)) throw invalidArgument("withStream needs a Stream");
-  liveHandle(stream);
+  if (!isStream(stream)) throw invalidArgument("withStream: the stream must be a Stream");
+  liveHandle(stream, "withStream");
   push(stream);
   let result: R;
   try {

@@ -10,6 +10,7 @@ import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import { library } from "../ffi/library.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
@@ -34,6 +35,14 @@ export let tensorShape: (tensor: DeviceTensor) => readonly number[];
 export let tensorOffset: (tensor: DeviceTensor) => number;
 /** @internal True after dispose(). */
 export let tensorDisposed: (tensor: DeviceTensor) => boolean;
+/** @internal True when a copy to the host gives it back as a Tensor whatever its shape (it was copied from a Tensor). */
+export let tensorKeepsTensor: (tensor: DeviceTensor) => boolean;
+
+/**
+ * What a DeviceTensor comes back as from a copy to the host: a typed array
+ * (a 1-D tensor of a dtype that has one) or a {@link Tensor}.
+ */
+export type HostLeaf = TypedArray | Tensor;
 
 /**
  * @internal True when `value` was made by DeviceTensor's constructor, so
@@ -79,10 +88,10 @@ export let settleDeviceTensor: (
  * How a DeviceTensor is copied back to the host: set by copy/start_copy.ts, which
  * imports this module (importing it here would close a module cycle).
  */
-let copyToHost: ((tensor: DeviceTensor) => TypedArray | Tensor) | null = null;
+let copyToHost: ((tensor: DeviceTensor) => HostLeaf) | null = null;
 
 /** @internal Called once by copy/start_copy.ts. */
-export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor): void {
+export function setCopyToHost(fn: (tensor: DeviceTensor) => HostLeaf): void {
   copyToHost = fn;
 }
 
@@ -96,6 +105,12 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * and toDLPack read the tensor's own state, so an own property or a
  * subclass's getter over a field changes only what your code sees there.
  *
+ * `H` is what a copy to the host gives back ({@link toHost}, `startCopy(x,
+ * "cpu")`): a copy of a {@link Tensor} is a `DeviceTensor<Tensor>` and comes
+ * back as a Tensor; a copy of a bare `Float32Array` a
+ * `DeviceTensor<Float32Array>` and comes back as one; others
+ * (`DeviceTensor.empty`, `fromDLPack`) may be either.
+ *
  * @example
  * ```ts
  * using onGpu = await startCopy(new Float32Array([1, 2, 3]), "cuda:0");
@@ -103,7 +118,7 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => TypedArray | Tensor)
  * const back = onGpu.toHost(); // Float32Array [1, 2, 3]
  * ```
  */
-export class DeviceTensor {
+export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   // Every public field is a getter over this state: the copies read the
   // state itself, so reassigning a field (readonly only by type) cannot make
   // them read or write past the tensor.
@@ -117,11 +132,14 @@ export class DeviceTensor {
   #packed: boolean;
   #holder: BlockHolder | null;
   #disposed = false;
+  /** A copy to the host gives a Tensor, whatever the shape: this was copied from a Tensor. */
+  #keepsTensor: boolean;
 
   /**
    * @internal Made by startCopy (positional: results come by the hundred).
    * `shape` must be frozen (frozenShape). The holder share is the caller's,
-   * now owned by this tensor.
+   * now owned by this tensor. `keepsTensor`: it comes back to the host as a
+   * Tensor whatever its shape (it was copied from one).
    */
   constructor(
     address: number,
@@ -133,7 +151,9 @@ export class DeviceTensor {
     offset: number,
     packed: boolean,
     holder: BlockHolder | null,
+    keepsTensor = false,
   ) {
+    this.#keepsTensor = keepsTensor;
     this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).
     this.#shape = shape;
@@ -223,14 +243,6 @@ export class DeviceTensor {
     return allocate("zeros", shape, dtype, device, true);
   }
 
-  /** What console.log shows in Bun and Deno (the fields are getters, which they do not list). */
-  [Symbol.for("nodejs.util.inspect.custom")](): string {
-    if (!isDeviceTensor(this)) return "DeviceTensor (not made by this library)";
-    return `DeviceTensor { address: ${this.#address}, shape: [${this.#shape.join(", ")}], dtype: "${this.#dtype}", ` +
-      `device: "${deviceName(this.#device)}", byteLength: ${this.#byteLength}, block: ${this.#block}, offset: ${this.#offset}, ` +
-      `packed: ${this.#packed}${this.#disposed ? ", disposed" : ""} }`;
-  }
-
   /** True after dispose(). */
   get disposed(): boolean {
     checkThis(this, "disposed");
@@ -247,6 +259,12 @@ export class DeviceTensor {
     tensorShape = (tensor) => tensor.#shape;
     tensorOffset = (tensor) => tensor.#offset;
     tensorDisposed = (tensor) => tensor.#disposed;
+    tensorKeepsTensor = (tensor) => tensor.#keepsTensor;
+    // console.log: "DeviceTensor(float32 [2, 3] cuda:0)", ", disposed" once it is (no getter: the address would throw).
+    defineInspect<DeviceTensor>(this.prototype, "DeviceTensor", (t) => {
+      if (!(#holder in t)) return "DeviceTensor (not made by this library)";
+      return `DeviceTensor(${t.#dtype} ${showShape(t.#shape)} ${deviceName(t.#device)}${t.#disposed ? ", disposed" : ""})`;
+    });
     // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
     setTensorBlockReader((value) =>
       #holder in value
@@ -264,20 +282,21 @@ export class DeviceTensor {
 
   /**
    * Copies the tensor back to host memory, blocking until done, into a fresh
-   * ArrayBuffer-backed array: a plain typed array for 1-D tensors of a dtype
-   * that a typed array kind stands for (float32 → Float32Array, int64 →
-   * BigInt64Array, float16 → Float16Array where the runtime has it), a
-   * {@link Tensor} otherwise (other shapes; bool as Uint8Array, bfloat16 and
-   * float16 without Float16Array as Uint16Array, complex64 and complex128 as
-   * interleaved Float32Array and Float64Array). Use {@link toTensor} for a
-   * Tensor always.
+   * ArrayBuffer-backed array: a {@link Tensor} when the tensor was copied
+   * from a Tensor (whatever its shape); otherwise a plain typed array for
+   * 1-D tensors of a dtype that a typed array kind stands for (float32 →
+   * Float32Array, int64 → BigInt64Array, float16 → Float16Array where the
+   * runtime has it), and a Tensor for the rest (other shapes; bool as
+   * Uint8Array, bfloat16 and float16 without Float16Array as Uint16Array,
+   * complex64 and complex128 as interleaved Float32Array and Float64Array).
+   * Use {@link toTensor} for a Tensor always.
    */
-  toHost(): TypedArray | Tensor {
+  toHost(): H {
     checkThis(this, "toHost");
     if (copyToHost === null) {
       throw new MtcError(Status.MTC_ERR_INTERNAL, "toHost: the copy module is not loaded (import the library through mod.ts)");
     }
-    return copyToHost(this);
+    return copyToHost(this) as H;
   }
 
   /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */
@@ -345,6 +364,6 @@ function allocate(what: string, shape: readonly number[], dtype: DType, device: 
   return new DeviceTensor(address, frozenShape(extents), dtype, ordinal, bytes, block, 0, false, holder);
 }
 
-function asTensor(value: TypedArray | Tensor, shape: readonly number[], dtype: DType): Tensor {
+function asTensor(value: HostLeaf, shape: readonly number[], dtype: DType): Tensor {
   return value instanceof Tensor ? value : new Tensor(value, shape, dtype);
 }

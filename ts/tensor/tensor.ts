@@ -16,6 +16,8 @@ import {
   valuesPerElement,
 } from "./dtype.ts";
 import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
+import { viewByteLength } from "../base/views.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
@@ -182,6 +184,8 @@ export class Tensor {
   static {
     constructedShape = (tensor) => (#shape in tensor ? tensor.#shape : undefined);
     constructedSize = (tensor) => tensor.#size;
+    // console.log: "Tensor(float32 [2, 3] cpu) [0, 1, 2, 3, 4, 5]", the first values of its data.
+    defineInspect<Tensor>(this.prototype, "Tensor", (t) => showTensor(t));
   }
 
   /** Bytes the tensor occupies (elements × element size); a strided one, its dense copy. */
@@ -236,4 +240,24 @@ function describe(value: unknown): string {
   if (value === null) return "null";
   if (typeof value === "object") return (value as object).constructor?.name ?? "object";
   return typeof value;
+}
+
+/** How many values of a Tensor's data console.log shows. */
+const SHOWN_VALUES = 8;
+
+/** A Tensor for console.log, from its fields as they are now (they are the caller's: each read is checked). */
+function showTensor(t: Tensor): string {
+  const { data, shape, dtype, strides } = t;
+  const dims = Array.isArray(shape) ? showShape(shape) : showValue(shape);
+  const layout = strides === undefined ? "" : `, strided ${Array.isArray(strides) ? showShape(strides) : showValue(strides)}`;
+  const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} cpu${layout})`;
+  if (viewByteLength(data) < 0) return `${head} (data is no typed array)`;
+  if (strides !== undefined) return head; // its storage's values are not its elements
+  const values = data as unknown as ArrayLike<number | bigint>;
+  const shown: string[] = [];
+  for (let i = 0; i < Math.min(values.length, SHOWN_VALUES); i++) {
+    const v = values[i];
+    shown.push(typeof v === "bigint" ? `${v}n` : String(v));
+  }
+  return `${head} [${shown.join(", ")}${values.length > SHOWN_VALUES ? `, ... ${values.length - SHOWN_VALUES} more` : ""}]`;
 }

@@ -1,12 +1,15 @@
 /* driver.c — opens the CUDA driver with dlopen, once, and resolves the
  * entry points libmtc uses. MTC_CUDA_DRIVER names another library to open
- * instead (the tests point it at an emulated driver). */
+ * instead (the tests point it at an emulated driver); the value "emulated"
+ * names the emulated driver shipped next to libmtc. */
 #include "cuda/driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "cuda/fault.h"
@@ -73,6 +76,32 @@ static const symbol_entry symbols[] = {
     OPTIONAL(cuModuleLoadDataEx),
 };
 
+/* The files MTC_CUDA_DRIVER=emulated looks for in libmtc's own folder: the
+ * npm package's (prebuilt/<platform>/), then a build's (zig-out/lib/). */
+static const char *const emulated_names[] = {"libcuda-emulated.so", "libfakecuda.so"};
+
+/* MTC_CUDA_DRIVER=emulated: writes the path of the emulated driver beside
+ * the file libmtc was loaded from into buf (size bytes) and returns 0; -1
+ * with load_message set when there is none. */
+static int emulated_driver_path(char *buf, size_t size) {
+  Dl_info self;
+  if (dladdr((const void *)&api, &self) == 0 || self.dli_fname == NULL) {
+    mtc_format(load_message, sizeof load_message,
+               "MTC_CUDA_DRIVER=emulated: cannot tell which file libmtc was loaded from");
+    return -1;
+  }
+  const char *slash = strrchr(self.dli_fname, '/');
+  int dir = slash ? (int)(slash - self.dli_fname + 1) : 0;
+  for (size_t i = 0; i < sizeof emulated_names / sizeof emulated_names[0]; i++) {
+    int n = snprintf(buf, size, "%.*s%s", dir, self.dli_fname, emulated_names[i]);
+    if (n > 0 && (size_t)n < size && access(buf, R_OK) == 0) return 0;
+  }
+  mtc_format(load_message, sizeof load_message,
+             "MTC_CUDA_DRIVER=emulated: no emulated driver (%s or %s) next to libmtc in %.*s",
+             emulated_names[0], emulated_names[1], dir ? dir : 2, dir ? self.dli_fname : "./");
+  return -1;
+}
+
 static void load_driver(void) {
   /* A malformed MTC_FAULT (fault.h) fails the load instead of being
    * ignored: a test that meant to inject faults must not pass without. */
@@ -83,6 +112,14 @@ static void load_driver(void) {
   const char *override = getenv("MTC_CUDA_DRIVER");
   const char *path =
       (override != NULL && override[0] != '\0') ? override : "libcuda.so.1";
+  static char emulated[4096];
+  if (strcmp(path, "emulated") == 0) {
+    if (emulated_driver_path(emulated, sizeof emulated) != 0) {
+      load_status = MTC_ERR_NO_DRIVER;
+      return;
+    }
+    path = emulated;
+  }
 
   /* RTLD_LOCAL: the driver's symbols must not leak into the process's
    * global namespace (the host runtime may load its own copy). */
