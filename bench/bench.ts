@@ -30,7 +30,8 @@
  *     S6 batches as a multiple of a plain deep clone of the same batch (bench/js_part.ts):
  *     the figure to watch on the emulated driver, where the copy's own time means nothing
  * S1p, S1a, S2p, S7p  S1, S2 and S7 from pinned memory (arenas, pinned tensors), read in
- *     place with no staging; S1a the arena as one copy (bench/pinned.ts)
+ *     place with no staging; S1a the arena as one copy; S4p copyInto from cuda:0 into arena
+ *     destinations beside pageable ones (bench/pinned.ts)
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -52,7 +53,7 @@ import { twoGpus } from "./two_gpus.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "D1", "D2", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
 

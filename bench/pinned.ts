@@ -6,11 +6,13 @@
  * S1a  the same arena as one copy (startArenaCopy: no walk)
  * S2p  8 pinned tensors of 16 MiB → cuda:0
  * S7p  S7's mixed leaves consolidated into an arena → cuda:0
+ * S4p  the example batch on cuda:0 copyInto arena destinations, beside copyInto pageable
+ *      arrays of the same shapes (in the naive column; the floor as S4's)
  *
  * Each also prints one copy's staging counters (bytes staged, leaves read
  * in place).
  */
-import { Arena, disposeAll, pinnedArray, startArenaCopy, startCopy } from "../ts/mod.ts";
+import { Arena, copyInto, disposeAll, pinnedArray, startArenaCopy, startCopy, Tensor } from "../ts/mod.ts";
 import { makeExampleBatch } from "../examples/example_batch.ts";
 import { makeMixedBatch } from "./mixed_batch.ts";
 import type { ScenarioResult, Series } from "./report.ts";
@@ -93,7 +95,54 @@ export async function pinnedScenarios(b: PinnedBench): Promise<ScenarioResult[]>
     results.push(await b.hostToDevice("S7p", "S7's leaves in an arena → cuda:0", b.leavesOf(inArena), inArena, Math.max(20, Math.floor(b.runs / 4)), false));
     arena.dispose();
   }
+  if (b.wanted("S4p")) results.push(intoArena(b));
   return results;
+}
+
+/** A copy of `value` whose tensors are new pageable arrays (structuredClone would drop the Tensor class). */
+function pageableCopy(value: unknown): unknown {
+  if (value instanceof Tensor) return new Tensor((value.data as Uint8Array).slice(), value.shape, value.dtype);
+  if (ArrayBuffer.isView(value)) return (value as unknown as { slice(): unknown }).slice();
+  if (Array.isArray(value)) return value.map(pageableCopy);
+  if (value instanceof Map) return new Map([...value].map(([k, v]) => [k, pageableCopy(v)]));
+  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, pageableCopy(v)]));
+  return value;
+}
+
+/** S4p: copyInto from cuda:0 into arena destinations, and into pageable arrays, alternating. */
+function intoArena(b: PinnedBench): ScenarioResult {
+  const batch = makeExampleBatch(4);
+  const onGpu = startCopy(batch, "cuda:0").get();
+  const arena = Arena.create(1 << 20);
+  const pinnedDest = arena.consolidate(batch);
+  const pageableDest = pageableCopy(batch);
+  const pinned: number[] = [], pageable: number[] = [];
+  for (let i = 0; i < b.runs * 2; i++) {
+    const into = i % 2 === 0 ? pinnedDest : pageableDest;
+    const t0 = performance.now();
+    copyInto(onGpu, into).get();
+    (i % 2 === 0 ? pinned : pageable).push(performance.now() - t0);
+  }
+  const handle = copyInto(onGpu, pinnedDest);
+  handle.get();
+  const s = handle.stats();
+  counters.push(`S4p: ${s.leavesDirect} of ${s.leaves} destinations written in place by the GPU, ${s.copiesIssued} DMA/kernel submissions`);
+  const leaves = b.leavesOf(batch);
+  const bytes = leaves.reduce((sum, v) => sum + v.byteLength, 0);
+  const warm = Math.floor(b.runs / 4);
+  const result: ScenarioResult = {
+    id: "S4p",
+    what: "example batch cuda:0 copyInto arena destinations (pinned, written in place); naive column: copyInto pageable arrays",
+    leaves: leaves.length,
+    bytes,
+    library: b.summarize(pinned.slice(warm)),
+    naive: b.summarize(pageable.slice(warm)),
+    floor: b.floorCopy(bytes, b.runs, "toHost"),
+    extra: {},
+  };
+  disposeAll(onGpu);
+  arena.dispose();
+  return result;
 }
 
 export function printPinnedCounters(): void {

@@ -193,6 +193,63 @@ static void busy_until_done(void (*set_delay)(unsigned long long)) {
   mtc_block_release(block);
 }
 
+/* Device leaves copied into destinations in a pinned block: written in
+ * place (results DIRECT, nothing staged, no copy-out), packed ones by one
+ * gather and a large one by a DMA; exact. */
+static void into_pinned(void) {
+  enum { N = 12 };
+  uint8_t *host = random_bytes(600000);
+  mtc_leaf up[N];
+  uint64_t at = 0;
+  for (int i = 0; i < N; i++) {
+    uint64_t bytes = i == N - 1 ? 400000 : (uint64_t)(1 + i * 97);
+    up[i] = make_leaf(host_address(host + at), bytes, 1, MTC_DEVICE_CPU);
+    at += bytes + 3;
+  }
+  mtc_plan *plan = NULL;
+  mtc_leaf_result on_device[N];
+  CHECK_OK(mtc_plan_create(0, NULL, &plan));
+  CHECK_OK(mtc_plan_add_leaves(plan, up, N));
+  CHECK_OK(mtc_plan_submit(plan));
+  CHECK_OK(mtc_plan_wait(plan));
+  CHECK_OK(mtc_plan_results(plan, 0, N, on_device));
+  mtc_block *arena = NULL;
+  CHECK_OK(mtc_host_block_alloc(0, 700000, &arena));
+  if (arena == NULL) return;
+  uint64_t base = block_address(arena);
+  memset((void *)(uintptr_t)base, 0, 700000);
+  mtc_leaf sources[N], destinations[N];
+  at = 0;
+  for (int i = 0; i < N; i++) {
+    sources[i] = make_leaf(on_device[i].address, up[i].bytes, 1, 0);
+    at = (at + 15) / 16 * 16;
+    destinations[i] = make_leaf(base + at, up[i].bytes, 1, MTC_DEVICE_CPU);
+    destinations[i].flags = MTC_LEAF_PINNED;
+    at += up[i].bytes;
+  }
+  mtc_plan *into = NULL;
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &into));
+  CHECK_OK(mtc_plan_add_leaves_into(into, sources, destinations, N));
+  CHECK_OK(mtc_plan_submit(into));
+  CHECK(mtc_block_busy(arena) == 1 || mtc_plan_poll(into) == MTC_OK);
+  CHECK_OK(mtc_plan_wait(into));
+  mtc_leaf_result results[N];
+  CHECK_OK(mtc_plan_results(into, 0, N, results));
+  mtc_plan_stats s = plan_stats(into);
+  CHECK_EQ_U64(s.leaves_direct, N);
+  CHECK_EQ_U64(s.bytes_staged, 0);
+  for (int i = 0; i < N; i++) {
+    CHECK(results[i].flags & MTC_RESULT_DIRECT);
+    CHECK(memcmp((const void *)(uintptr_t)destinations[i].address,
+                 (const void *)(uintptr_t)up[i].address, up[i].bytes) == 0);
+  }
+  mtc_plan_release(into);
+  mtc_plan_release(plan);
+  CHECK(mtc_block_busy(arena) == 0);
+  mtc_block_release(arena);
+  free(host);
+}
+
 /* The held limit is its own and its message names it. */
 static void held_limit(void) {
   CHECK_STATUS(mtc_set_pinned_held_limit(1000), MTC_ERR_INVALID_ARGUMENT);
@@ -224,6 +281,7 @@ int main(int argc, char **argv) {
     held_by_copy(set_delay);
     busy_until_done(set_delay);
   }
+  into_pinned();
   held_limit();
   mtc_stats end = checked_stats();
   CHECK_EQ_U64(end.blocks_live, start.blocks_live);

@@ -1,7 +1,7 @@
 // Pinned tensors and arenas against the real driver, where the DMA reads
 // pinned memory after startCopy returns: a guard that let the next batch's
 // bytes in too early shows here as wrong bytes on the device.
-import { Arena, disposeAll, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
+import { Arena, copyInto, disposeAll, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
 import { assert, assertSame } from "../ts/harness.ts";
 import { DEVICE, gpuTest } from "./gpu_env.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
@@ -91,4 +91,30 @@ gpuTest("pinned memory held by tensors and arenas comes back", () => {
   arena.dispose();
   t.dispose();
   assertSame(poolStats().pinnedHeldBytes, before);
+});
+
+gpuTest("copyInto from the GPU into arena destinations: the GPU writes them in place, exact for every dtype; mixed too", async () => {
+  const batch: Record<string, Tensor> = {};
+  DTYPES.forEach((dtype, k) => {
+    for (const n of [1, 5, 333, 70_000]) batch[`${dtype}_${n}`] = randomLeaf(dtype, [n, 1], k * 7 + n) as Tensor;
+  });
+  const onGpu = await startCopy(batch, DEVICE);
+  using arena = Arena.create(32 << 20);
+  for (let round = 0; round < 3; round++) {
+    const dest = arena.consolidate(batch);
+    for (const key of Object.keys(dest)) bytesOf(dest[key]!.data).fill(0);
+    const handle = copyInto(onGpu, dest);
+    await handle;
+    assert(handle.stats().leavesDirect === Object.keys(batch).length && handle.stats().bytesStaged === 0, JSON.stringify(handle.stats()));
+    for (const key of Object.keys(batch)) assert(sameBytes(bytesOf(dest[key]!.data), bytesOf(batch[key]!.data)), `round ${round}: ${key}`);
+    await arena.reset();
+  }
+  const mixed: Record<string, Tensor> = {};
+  Object.keys(batch).forEach((key, k) => {
+    const leaf = batch[key]!;
+    mixed[key] = k % 3 === 0 ? arena.tensor(leaf.dtype, leaf.shape) : randomLeaf(leaf.dtype, leaf.shape, 5) as Tensor;
+  });
+  await copyInto(onGpu, mixed);
+  for (const key of Object.keys(batch)) assert(sameBytes(bytesOf(mixed[key]!.data), bytesOf(batch[key]!.data)), `mixed ${key}`);
+  disposeAll(onGpu);
 });

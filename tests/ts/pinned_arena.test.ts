@@ -3,6 +3,7 @@
 // views it handed out. Emulated driver.
 import {
   Arena,
+  copyInto,
   DeviceTensor,
   disposeAll,
   MtcError,
@@ -184,4 +185,32 @@ pinnedTest("the held limit is its own: refused with a message naming it, nothing
     gone.dispose();
     await gone.reset();
   }, MtcError);
+});
+
+pinnedTest("copyInto from a GPU into arena destinations: written in place (no copy-out), exact; mixed destinations too", async () => {
+  const batch: Record<string, TypedArray | Tensor> = {};
+  DTYPES.forEach((dtype, k) => (batch[dtype] = randomLeaf(dtype, [1 + (k * 5) % 11, 2], 40 + k)));
+  const onGpu = await startCopy(batch, "cuda:0");
+  using arena = Arena.create(1 << 20);
+  // All destinations in the arena: the GPU writes them in place.
+  const dest = arena.consolidate(batch);
+  for (const key of Object.keys(dest)) bytesOf(dest[key]!).fill(0);
+  await withCopyDelay(20_000, async () => {
+    const handle = copyInto(onGpu, dest);
+    assert(arena.busy, "the arena is busy while the GPU writes it");
+    await handle;
+    assertSame(handle.stats().leavesDirect, Object.keys(batch).length);
+    assertSame(handle.stats().bytesStaged, 0);
+  });
+  for (const key of Object.keys(batch)) assertEquals(bytesOf(dest[key]!), bytesOf(batch[key]!), key);
+  // Half in the arena, half pageable: every byte lands, by whichever path.
+  const mixed: Record<string, TypedArray | Tensor> = {};
+  Object.keys(batch).forEach((key, k) => {
+    const leaf = batch[key]!;
+    const shape = leaf instanceof Tensor ? leaf.shape : [leaf.length];
+    mixed[key] = k % 2 === 0 ? arena.tensor(leaf instanceof Tensor ? leaf.dtype : "uint8", shape) : randomLeaf(leaf instanceof Tensor ? leaf.dtype : "uint8", shape, 99);
+  });
+  await copyInto(onGpu, mixed);
+  for (const key of Object.keys(batch)) assertEquals(bytesOf(mixed[key]!), bytesOf(batch[key]!), `mixed ${key}`);
+  disposeAll(onGpu);
 });

@@ -60,23 +60,33 @@ function wordsFor(t: Traversal, i: number): Uint32Array {
   return grown;
 }
 
-/** mtc_leaf.flags: the leaf may lie in pinned memory of the library's (it is then read in place). */
-const LEAF_PINNED = 2;
+/** Writes one mtc_leaf at index i of words (grown by doubling when full); returns the words. */
+export function putLeaf(words: Uint32Array, i: number, address: number, bytes: number, device: number, elementSize: number, flags = 0): Uint32Array {
+  if ((i + 1) * LEAF_WORDS > words.length) {
+    const grown = new Uint32Array(words.length * 2);
+    grown.set(words);
+    words = grown;
+  }
+  const at = i * LEAF_WORDS;
+  words[at] = address >>> 0;
+  words[at + 1] = (address / TWO_32) >>> 0;
+  words[at + 2] = bytes >>> 0;
+  words[at + 3] = (bytes / TWO_32) >>> 0;
+  words[at + 4] = 0; // row_pitch
+  words[at + 5] = 0;
+  words[at + 6] = device >>> 0;
+  words[at + 7] = elementSize;
+  words[at + 8] = 0; // row_count: contiguous
+  words[at + 9] = flags; // MTC_LEAF_* bits
+  return words;
+}
+
+/** mtc_leaf.flags: the leaf may lie in pinned memory of the library's (it is then read or written in place). */
+export const LEAF_PINNED = 2;
 
 /** Writes leaf i's mtc_leaf: contiguous. */
 function writeLeaf(t: Traversal, i: number, address: number, bytes: number, device: number, elementSize: number, flags = 0): void {
-  const w = wordsFor(t, i);
-  const at = i * LEAF_WORDS;
-  w[at] = address >>> 0; // address
-  w[at + 1] = (address / TWO_32) >>> 0;
-  w[at + 2] = bytes >>> 0; // bytes
-  w[at + 3] = (bytes / TWO_32) >>> 0;
-  w[at + 4] = 0; // row_pitch
-  w[at + 5] = 0;
-  w[at + 6] = device >>> 0; // device (int32)
-  w[at + 7] = elementSize; // element_size
-  w[at + 8] = 0; // row_count: contiguous
-  w[at + 9] = flags; // flags
+  putLeaf(wordsFor(t, i), i, address, bytes, device, elementSize, flags); // wordsFor made room: no growth
 }
 
 // Each describe* function lists one leaf (index t.count), writes its

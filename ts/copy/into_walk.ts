@@ -18,13 +18,14 @@ import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
-import type { PointerOf } from "./describe.ts";
+import { LEAF_PINNED, type PointerOf, putLeaf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
 import { Traversal } from "./traversal.ts";
 
 const LEAF_WORDS = 10; // sizeof(mtc_leaf) / 4
 const TWO_32 = 4294967296;
+
 
 /** One side of a leaf pair, as read once. */
 interface Side {
@@ -137,27 +138,6 @@ function where(device: number): string {
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a === b || a.length === b.length && a.every((n, k) => n === b[k]);
-}
-
-/** Writes one mtc_leaf at index i of words (grown by doubling when full); returns the words. */
-function putLeaf(words: Uint32Array, i: number, address: number, bytes: number, device: number, elementSize: number): Uint32Array {
-  if ((i + 1) * LEAF_WORDS > words.length) {
-    const grown = new Uint32Array(words.length * 2);
-    grown.set(words);
-    words = grown;
-  }
-  const at = i * LEAF_WORDS;
-  words[at] = address >>> 0;
-  words[at + 1] = (address / TWO_32) >>> 0;
-  words[at + 2] = bytes >>> 0;
-  words[at + 3] = (bytes / TWO_32) >>> 0;
-  words[at + 4] = 0; // row_pitch
-  words[at + 5] = 0;
-  words[at + 6] = device >>> 0;
-  words[at + 7] = elementSize;
-  words[at + 8] = 0; // row_count: contiguous
-  words[at + 9] = 0; // flags
-  return words;
 }
 
 /** A byte range one leaf pair touches, for the overlap checks. */
@@ -314,11 +294,11 @@ class PairWalk {
     share(t, s);
     this.destinationBlocks.push(share(t, d));
     if (src.view !== undefined) t.holdPinned(viewBuffer(src.view));
-    if (dst.view !== undefined) t.holdPinned(viewBuffer(dst.view));
+    const dstFlags = dst.view !== undefined && t.holdPinned(viewBuffer(dst.view)) ? LEAF_PINNED : 0;
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
     const size = DTYPE_SIZE[src.dtype];
     t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);
-    this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size);
+    this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size, dstFlags);
     if (src.layout !== undefined && src.bytes > 0) (t.layouts ??= []).push({ index: i, shape: src.layout.shape, byteStrides: src.layout.byteStrides });
     if (src.bytes > 0) {
       const range = rangeOf(dst, i);

@@ -111,8 +111,8 @@ export class Traversal {
     }
   }
 
-  /** The buffer holdPinned found pinned last: the leaves of an arena share one. */
-  #lastPinned: ArrayBufferLike | null = null;
+  /** The buffers holdPinned found pinned (each held once): the leaves of an arena share one. */
+  #pinnedBuffers: Set<ArrayBufferLike> | null = null;
 
   /**
    * Holds the pinned block under `buffer` (a host leaf's), if it is pinned
@@ -120,11 +120,11 @@ export class Traversal {
    * dropShares; true when it is.
    */
   holdPinned(buffer: ArrayBufferLike): boolean {
-    if (buffer === this.#lastPinned) return true;
+    if (this.#pinnedBuffers?.has(buffer)) return true;
     const block = retainPinnedBlock(buffer);
     if (block === 0) return false;
     (this.pinnedBlocks ??= []).push(block);
-    this.#lastPinned = buffer;
+    (this.#pinnedBuffers ??= new Set()).add(buffer);
     return true;
   }
 }
