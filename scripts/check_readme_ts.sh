@@ -31,6 +31,7 @@ declare const steps: { ids: Int32Array; pos: Int32Array }[];
 declare const ptxText: string;
 declare const hostX: Float32Array;
 declare const hostY: Float32Array;
+declare const myIds: Int32Array;
 declare const compute: import("$ROOT/ts/mod.ts").Stream;
 declare function loader(): AsyncIterable<{ x: Float32Array; name: string }>;
 declare function train(batch: unknown): void;
