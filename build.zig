@@ -24,7 +24,7 @@ const lib_folders = [_]SourceFolder{
     // gathering host leaves into staging memory on the staging threads
     .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c", "strided.c" } },
     // output blocks, the pinned pool, DLPack
-    .{ .path = "lib/src/memory", .files = &.{ "block.c", "device_alloc.c", "dlpack.c", "pinned_pool.c", "warm_up.c" } },
+    .{ .path = "lib/src/memory", .files = &.{ "block.c", "device_alloc.c", "dlpack.c", "launch_blocks.c", "pinned_pool.c", "warm_up.c" } },
     // the driver (loaded at run time), devices, streams, events, kernels
     .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "launch.c", "stream_api.c", "user_module.c" } },
     // errors, options, environment knobs, the clock, version

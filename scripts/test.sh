@@ -70,7 +70,7 @@ python_example() { # python_example ENV...: examples/python/copy_batch.py with N
   bash scripts/setup-numpy.sh && env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
 
-suite "C layout: folders in pipeline order, no include circle, no file above 400 lines" c_layout
+suite "C layout: folders in pipeline order, no include or call circle, no upward call, no file above 400 lines" c_layout
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan
