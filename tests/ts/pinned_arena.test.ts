@@ -20,6 +20,7 @@ import {
 import { makeExampleBatch } from "../../examples/example_batch.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertRejects, assertSame, assertThrows, test } from "./harness.ts";
+import { runScript } from "./fixtures/spawn.ts";
 import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
 
 const pinnedTest = (name: string, fn: () => void | Promise<void>) => test(`pinned: ${name}`, fn, { skip: skipWithoutDriver });
@@ -246,4 +247,13 @@ pinnedTest("a pinned destination released while the GPU writes it: an MtcError n
   const after = poolStats().pinnedHeldBytes;
   assert(after <= before.pinnedHeldBytes, `every block came back once the copies were over: ${after} > ${before.pinnedHeldBytes}`);
   disposeAll(source);
+});
+
+test("pinned: without a CUDA driver, pinned tensors and arenas are an MtcError saying why", async () => {
+  const r = await runScript(new URL("./fixtures/pinned_no_driver.ts", import.meta.url).pathname, [], { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" });
+  assertSame(r.code, 0, r.stderr);
+  for (const what of ["pinnedTensor", "pinnedArray", "Arena.create"]) {
+    assert(r.stdout.includes(`${what}: MTC_ERR_NO_DRIVER: ${what}: `), r.stdout);
+  }
+  assert(r.stdout.includes("could not load the CUDA driver /nonexistent/libcuda.so.1"), r.stdout);
 });
