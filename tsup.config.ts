@@ -1,7 +1,8 @@
 // The npm package's JavaScript: ts/mod.ts bundled into one ES module,
 // dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), with
-// declarations in dist/types/. `npm run build` runs this and then puts the
-// prebuilt libmtc.so into prebuilt/linux-x64/ (see package.json).
+// declarations in dist/types/, and dist/bun.js, the entry Bun takes (the
+// "bun" condition of package.json's exports). `npm run build` runs this and
+// then puts the prebuilt libmtc.so into prebuilt/linux-x64/ (see package.json).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -64,6 +65,23 @@ function emitDeclarations(): void {
   }
 }
 
+/**
+ * dist/bun.js: dist/mod.js, plus an import of the prebuilt library as a
+ * file, so that `bun build` carries it along: `--compile` embeds it in the
+ * executable (where bun:ffi's dlopen opens it), `--outdir` copies it beside
+ * the bundle; unbundled, the import is the package's file. The path goes to
+ * ts/ffi/lookup.ts through a global symbol (mod.js is evaluated first, but
+ * the library is looked up only on first use). Deno takes dist/mod.js: it
+ * cannot import a file that is no module.
+ */
+const BUN_ENTRY = `// The package's entry for Bun (written by tsup.config.ts): dist/mod.js, and
+// libmtc imported as a file, so that \`bun build\` embeds it in an executable
+// (--compile) or copies it beside a bundle (--outdir).
+import libmtc from "../prebuilt/linux-x64/libmtc.so" with { type: "file" };
+export * from "./mod.js";
+globalThis[Symbol.for("multi-tensor-copier.libmtc")] = libmtc;
+`;
+
 export default defineConfig({
   entry: { mod: "ts/mod.ts" },
   outDir: "dist",
@@ -82,8 +100,11 @@ export default defineConfig({
   dts: false,
   // bun:ffi is Bun's own module (reached through import.meta.require).
   external: ["bun:ffi"],
-  // Tells ts/ffi/library.ts that it runs from dist/mod.js, so the package
+  // Tells ts/ffi/lookup.ts that it runs from dist/mod.js, so the package
   // root is one folder up and prebuilt/ is there.
   define: { __MTC_PACKAGED__: "true" },
-  onSuccess: async () => emitDeclarations(),
+  onSuccess: async () => {
+    emitDeclarations();
+    writeFileSync("dist/bun.js", BUN_ENTRY);
+  },
 });

@@ -6,7 +6,9 @@
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver.
 # Then the version check of the packed bindings (a library that reports
-# another version), the library lookup, the consumer's type check; the
+# another version), the library lookup, Bun's bundles (bun build --compile
+# and --outdir, run from another folder; an executable from the clone's
+# sources, with the library beside it), the consumer's type check; the
 # install sequences of the README (the same as docs/INSTALL.md's), run as
 # written, each in a new folder with examples/kernel.ts as the app's main.ts
 # (the "once published" ones against tests/package/registry.ts, serving the
@@ -67,13 +69,13 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/bun.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
   prebuilt/linux-x64/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/types/.+\.d\.ts|prebuilt/linux-x64/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and its map, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and its map, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
   "prebuilt/linux-x64/libmtc.so and libcuda-emulated.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
@@ -205,10 +207,37 @@ expect_output "cpu and cuda:0 round trip ok" env MTC_LIBRARY_PATH="$ROOT/zig-out
 expect_output "error as expected" env MTC_LIBRARY_PATH=/nonexistent/libmtc.so "$BUN" smoke.ts \
   --expect-error "MTC_LIBRARY_PATH names /nonexistent/libmtc.so, which does not exist"
 mv "$APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so" "$WORK/moved.so"
-expect_output "error as expected" "$BUN" smoke.ts \
+# Bun's entry (dist/bun.js) imports the library as a file, so Bun stops at the import; dist/mod.js says where it looked.
+out=$("$BUN" smoke.ts 2>&1) && fail "Bun imported the package without its prebuilt library"
+grep -qF "Cannot find module '../prebuilt/linux-x64/libmtc.so'" <<<"$out" || { echo "$out"; fail "Bun's import error does not name the library"; }
+echo "Bun: $(grep -m1 'Cannot find module' <<<"$out")"
+sed "s|from \"multi-tensor-copier\"|from \"./node_modules/$NAME/dist/mod.js\"|" smoke.ts >smoke_mod.ts
+expect_output "error as expected" "$BUN" smoke_mod.ts \
   --expect-error "no packaged library at $APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so"
 expect_output "error as expected" "${DENO_RUN[@]}" smoke.ts --expect-error "the npm package ships libmtc for linux-x64"
 mv "$WORK/moved.so" "$APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so"
+
+step "bundling with Bun (docs/INSTALL.md, \"Bundling and single-file executables\"), run from another folder"
+# bun build --compile embeds the library (the package's Bun entry imports it as a file); --outdir copies it beside the bundle.
+"$BUN" build --compile smoke.ts --outfile smoke-app >"$WORK/bun-build.log" 2>&1 || { cat "$WORK/bun-build.log"; fail "bun build --compile"; }
+"$BUN" build smoke.ts --outdir out --target bun >>"$WORK/bun-build.log" 2>&1 || { cat "$WORK/bun-build.log"; fail "bun build --outdir"; }
+ls out | grep -qE '^libmtc-[a-z0-9]+\.so$' || fail "bun build --outdir put no libmtc beside the bundle: $(ls out)"
+mkdir "$WORK/deploy"
+mv smoke-app out "$WORK/deploy/"
+cd "$WORK"
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" deploy/smoke-app
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "$BUN" deploy/out/smoke.js
+# A library beside the executable comes first: with the emulated driver beside it, MTC_CUDA_DRIVER=emulated finds that.
+cp "$WORK/unpacked/package/prebuilt/linux-x64/libmtc.so" "$WORK/unpacked/package/prebuilt/linux-x64/libcuda-emulated.so" deploy/
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated deploy/smoke-app
+# From the clone's sources nothing is embedded: the executable says where to put the library, and finds it there.
+sed "s|from \"multi-tensor-copier\"|from \"$ROOT/ts/mod.ts\"|" "$APP/smoke.ts" >"$APP/smoke_src.ts"
+"$BUN" build --compile "$APP/smoke_src.ts" --outfile "$WORK/deploy-src/smoke-app" >"$WORK/bun-build.log" 2>&1 ||
+  { cat "$WORK/bun-build.log"; fail "bun build --compile of the clone's sources"; }
+expect_output "error as expected" deploy-src/smoke-app --expect-error "put libmtc.so beside it, at $WORK/deploy-src/libmtc.so"
+cp "$ROOT/zig-out/lib/libmtc.so" "$FAKE" deploy-src/
+expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated deploy-src/smoke-app
+cd "$APP"
 
 step "type check of the consumer against the package's declarations (tsc without bun-types, deno check)"
 printf '%s\n' '{ "compilerOptions": { "target": "ESNext", "module": "NodeNext", "moduleResolution": "NodeNext",' \

@@ -249,6 +249,9 @@ dlpackTest("host tensors (kDLCPU, kDLCUDAHost) come back as Tensors viewing the 
     assertSame(releaseDLPack(host), true);
     assertSame(host.data.length, 0, "emptied");
     assertSame(other.length, 0, "every view emptied");
+    assertSame(host.disposed, true, "Tensor#disposed");
+    const copied = assertThrows(() => startCopy([host], "cuda:0"), MtcError);
+    assertSame(copied.message, "[0]: the Tensor's memory imported with fromDLPack was released (releaseDLPack or disposeAll); it cannot be copied");
     assertSame(releaseDLPack(host), false, "once");
     assertSame(poolStats().blocksLive, before, "the deleter released the block");
   }

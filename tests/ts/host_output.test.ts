@@ -194,8 +194,8 @@ hostTest("a pinned output can be copied back to the device, and a released one c
   assertEquals(again.toHost(), new Float32Array([3, 1, 4]));
   releaseHostOutput(back);
   assertSame(back.length, 0);
-  // A released output's buffer is detached: copying it is an error, not an empty copy.
-  const error = assertThrows(() => startCopy({ back }, "cuda:0"), MtcError, "detached");
+  // A released output's buffer is detached: copying it is an error saying it was released, not an empty copy.
+  const error = assertThrows(() => startCopy({ back }, "cuda:0"), MtcError, "its pinned memory was released");
   assertSame(error.path, ".back");
   disposeAll([onGpu, again]);
   assertThrows(() => startCopy(new Tensor(back as Float32Array, [3]), "cuda:0"), MtcError);

@@ -1,6 +1,7 @@
 // Loading libmtc, its version, status names, and the FFI helpers.
 import { Status, statusName } from "../../ts/base/errors.ts";
-import { currentBackend, library, loadLibrary, localBuildPath, requireSymbol } from "../../ts/ffi/library.ts";
+import { currentBackend, library, loadLibrary, requireSymbol } from "../../ts/ffi/library.ts";
+import { localBuildPath } from "../../ts/ffi/lookup.ts";
 import { EXPECTED_VERSION_NUMBER, symbols } from "../../ts/ffi/symbols.ts";
 import { cudaDeviceCount, libraryVersion, MtcError, poolStats, startCopy } from "../../ts/mod.ts";
 import { checkLibraryStaysMapped } from "./mapping.ts";

@@ -15,7 +15,7 @@ import { type DType, DTYPE_SIZE, isDType, storageElementBytes, type TypedArray, 
 import { invalidArgument, showValue } from "../base/errors.ts";
 import { isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
 import { checkedShape, elementCount, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
-import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
+import { constructedShape, constructedSize, releasedData, type Tensor } from "../tensor/tensor.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { formatPath } from "./path.ts";
 import type { Descriptors, Frame, Traversal } from "./traversal.ts";
@@ -164,6 +164,8 @@ function describeHost(
  */
 function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[], parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
   const data = leaf.data;
+  const released = releasedData(data, "the Tensor's");
+  if (released !== undefined) throw leafError(parent, key, released);
   const dtype = leaf.dtype;
   const offset = leaf.offset;
   const elementSize = DTYPE_SIZE[dtype];
@@ -274,10 +276,13 @@ function leafError(parent: Frame | null, key: unknown, message: string): Error {
 }
 
 /**
- * Throws for an array that only looks empty: detached, or a fixed-length
- * view that its resizable ArrayBuffer shrank past (it reads as length 0).
+ * Throws for an array that only looks empty: released memory of the
+ * library's, detached, or a fixed-length view that its resizable
+ * ArrayBuffer shrank past (it reads as length 0).
  */
-function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buffer: ArrayBufferLike): void {
+export function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buffer: ArrayBufferLike): void {
+  const released = releasedData(data, "its");
+  if (released !== undefined) throw leafError(parent, key, released);
   if ((buffer as ArrayBuffer & { detached?: boolean }).detached === true) {
     throw leafError(parent, key, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
   }
@@ -296,6 +301,8 @@ function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buf
 /** @internal The error for a Tensor whose data does not hold what its shape and dtype say, saying what is wrong. */
 export function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
   if (viewByteLength(data) < 0) return leafError(parent, key, `the Tensor's data is not a typed array`);
+  const released = releasedData(data, "the Tensor's");
+  if (released !== undefined) return leafError(parent, key, released);
   const kind = data.constructor.name;
   if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${showValue(dtype)} is not one of the dtypes`);
   const values = valuesPerElement(dtype); // 2 for complex: real, imaginary

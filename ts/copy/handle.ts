@@ -20,8 +20,12 @@ export type { WaitOptions } from "./wait_limit.ts";
 
 const outWords = new Uint32Array(2); // mtc_event ** out-parameter
 
-function disposedError(): MtcError {
-  return new MtcError(Status.MTC_ERR_INVALID_STATE, "this AsyncCopyHandle was disposed");
+/** `call` after dispose(): the copy and what get() had not handed out are gone. */
+function disposedError(call: string): MtcError {
+  return new MtcError(
+    Status.MTC_ERR_INVALID_STATE,
+    `${call}: this AsyncCopyHandle was disposed (dispose() released the copy); take the result with get() or await before disposing`,
+  );
 }
 
 // `await` polls the plan on setImmediate (Bun and Deno 2 have it) for a
@@ -154,7 +158,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * ```
    */
   get(options?: WaitOptions): T {
-    if (this.#disposed) throw disposedError();
+    if (this.#disposed) throw disposedError("AsyncCopyHandle.get");
     if (options !== undefined) {
       const call = "AsyncCopyHandle.get";
       blockWithinLimit(call, () => this.#result !== null || this.#error !== null || this.ready(), readWaitOptions(call, options));
@@ -202,7 +206,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (this.#disposed) return Promise.reject(disposedError());
+    if (this.#disposed) return Promise.reject(disposedError(call));
     return withinLimit(call, () => this.#settled(), limit);
   }
 
@@ -215,7 +219,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onRejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
-    if (this.#disposed) return Promise.reject(disposedError()).then(onFulfilled, onRejected);
+    if (this.#disposed) return Promise.reject(disposedError("await AsyncCopyHandle")).then(onFulfilled, onRejected);
     return this.#settled().then(onFulfilled, onRejected);
   }
 
@@ -279,7 +283,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * ```
    */
   completionEvent(): CudaEvent | null {
-    if (this.#disposed) throw disposedError();
+    if (this.#disposed) throw disposedError("AsyncCopyHandle.completionEvent");
     const record = this.#record;
     if (record === null) return null;
     const completion = requireSymbol("mtc_plan_completion_event", "completion events");

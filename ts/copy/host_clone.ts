@@ -8,15 +8,21 @@
  * @module
  */
 
-import { viewByteLength, viewSlice } from "../base/views.ts";
+import { viewBuffer, viewByteLength, viewSlice } from "../base/views.ts";
 import { DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
 import { elementCount } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor, trustedTensor } from "../tensor/tensor.ts";
-import { reassignedShape, shapeMismatch } from "./describe.ts";
+import { checkReadable, reassignedShape, shapeMismatch } from "./describe.ts";
 import type { Frame } from "./traversal.ts";
 
-/** A fresh copy of a bare typed array: its kind, its elements, a buffer of its own. */
-export function cloneArray(data: TypedArray): TypedArray {
+/**
+ * A fresh copy of a bare typed array at (parent, key): its kind, its
+ * elements, a buffer of its own. An empty one is checked as startCopy
+ * checks it: released, detached or out of bounds is an MtcError with the
+ * path (slicing it would be a bare TypeError).
+ */
+export function cloneArray(data: TypedArray, parent: Frame | null, key: unknown): TypedArray {
+  if (viewByteLength(data) === 0) checkReadable(parent, key, data, viewBuffer(data));
   return viewSlice(data);
 }
 
@@ -35,6 +41,8 @@ export function cloneTensor(leaf: Tensor, parent: Frame | null, key: unknown): T
     shape = reassignedShape(shape, parent, key);
     elements = elementCount(shape);
   }
-  if (viewByteLength(data) !== elements * DTYPE_SIZE[dtype]) throw shapeMismatch(parent, key, data, shape, dtype, elements);
+  const bytes = viewByteLength(data);
+  if (bytes !== elements * DTYPE_SIZE[dtype]) throw shapeMismatch(parent, key, data, shape, dtype, elements);
+  if (bytes === 0) checkReadable(parent, key, data, viewBuffer(data)); // no elements: released or detached?
   return trustedTensor(viewSlice(data), shape, dtype);
 }

@@ -17,7 +17,7 @@ import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
 import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
-import { constructedShape, constructedSize, Tensor } from "../tensor/tensor.ts";
+import { constructedShape, constructedSize, releasedData, Tensor } from "../tensor/tensor.ts";
 import { LEAF_PINNED, type PointerOf, putLeaf } from "./describe.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
@@ -72,6 +72,7 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
       shape = checkedShape(shape); // reassigned or forged: checked and frozen here
       if (shape !== undefined) elements = elementCount(shape);
     }
+    if (viewByteLength(data) === 0) checkReleased(data, `the ${role} Tensor's`, node, key);
     const strides = v.strides;
     if (strides !== undefined) {
       if (role !== "source") {
@@ -91,9 +92,16 @@ function readSide(v: unknown, node: PathNode | null, key: unknown, role: string)
     const view = role === "source" ? fixed(v as TypedArray) : v as TypedArray;
     // The engine's byte length, never an own `length` or `byteLength` property.
     const bytes = viewByteLength(view);
+    if (bytes === 0) checkReleased(view, `the ${role}'s`, node, key);
     return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(bytes / DTYPE_SIZE[dtype]), bytes };
   }
   return undefined;
+}
+
+/** A side in memory of the library's that was given back (a pinned output released, ...): an MtcError saying so. */
+function checkReleased(data: unknown, whose: string, node: PathNode | null, key: unknown): void {
+  const released = releasedData(data, whose);
+  if (released !== undefined) throw invalidArgument(released, formatPath(node, key));
 }
 
 /**

@@ -165,7 +165,7 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
   if (ArrayBuffer.isView(v)) {
     const dtype = naturalDType(v);
     if (dtype === undefined) return v; // a DataView passes through
-    if (t.target === DEVICE_CPU) return t.copyHostLeaves ? cloneArray(v as TypedArray) : reuse(t, v);
+    if (t.target === DEVICE_CPU) return t.copyHostLeaves ? cloneArray(v as TypedArray, parent, key) : reuse(t, v);
     return describeArray(t, v as TypedArray, dtype, parent, key, pointerOf);
   }
   if (v instanceof DeviceTensor) {

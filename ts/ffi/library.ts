@@ -1,20 +1,22 @@
 /**
  * Finds, opens and checks libmtc, once, on first use.
  *
- * Lookup order: the file named by MTC_LIBRARY_PATH; else, in the npm
- * package, the prebuilt library shipped next to the bundle
+ * Lookup order (lookup.ts): the file named by MTC_LIBRARY_PATH; else, in
+ * the npm package, the prebuilt library shipped next to the bundle
  * (prebuilt/<os>-<arch>/libmtc.so); else the local build
  * (zig-out/lib/libmtc.so at the package or repository root). Both are found
- * from this module's URL, so they need it to be a file: URL.
+ * from this module's URL, so they need it to be a file: URL. In a bundle of
+ * the app's, or a single-file executable, other places come first.
  *
  * @module
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { envFlag, getEnv, platform, runtime } from "../base/runtime.ts";
+import { envFlag, runtime } from "../base/runtime.ts";
 import type { FfiBackend } from "./backend.ts";
 import { bunBackend } from "./bun.ts";
 import { denoBackend } from "./deno.ts";
+import { buildHint, candidates, notFound } from "./lookup.ts";
 import { EXPECTED_VERSION_NUMBER, type NativeSymbols, type OptionalName, symbols as table } from "./symbols.ts";
 import { traceSymbols } from "./trace.ts";
 
@@ -42,60 +44,6 @@ export function currentBackend(): FfiBackend {
   if (runtime === "bun") return bunBackend;
   if (runtime === "deno") return denoBackend;
   throw new MtcError(Status.MTC_ERR_UNSUPPORTED, "multi-tensor-copier runs on Bun or Deno (no FFI found)");
-}
-
-/** The shared library's file name on this platform. */
-export function libraryFileName(): string {
-  const os = platform();
-  return os === "darwin" ? "libmtc.dylib" : os === "windows" ? "mtc.dll" : "libmtc.so";
-}
-
-// The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/mod.js, one folder below the package root. Unset when the
-// TypeScript sources run as they are (ts/ffi/, two folders below the root).
-declare const __MTC_PACKAGED__: boolean | undefined;
-const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
-
-/** The package (or repository) root, from this module's URL. */
-function rootUrl(): URL {
-  return new URL(PACKAGED ? "../" : "../../", import.meta.url);
-}
-
-/** The file path of a file: URL; undefined for any other scheme (https: from JSR, say). */
-function filePath(url: URL): string | undefined {
-  return url.protocol === "file:" ? decodeURIComponent(url.pathname) : undefined;
-}
-
-/** "linux-x64", "linux-arm64", "darwin-arm64", ...: the folder of prebuilt/ for this machine. */
-export function platformTag(): string {
-  const g = globalThis as unknown as { Deno?: { build?: { arch?: string } }; process?: { arch?: string } };
-  const arch = runtime === "deno" ? g.Deno?.build?.arch : g.process?.arch;
-  const name = arch === "x86_64" || arch === "x64" ? "x64" : arch === "aarch64" || arch === "arm64" ? "arm64" : arch ?? "unknown";
-  return `${platform()}-${name}`;
-}
-
-/**
- * Where the npm package keeps its prebuilt library for this machine, or
- * undefined when this module is not the package's bundle (or not a file).
- */
-export function packagedLibraryPath(): string | undefined {
-  if (!PACKAGED) return undefined;
-  return filePath(new URL(`prebuilt/${platformTag()}/${libraryFileName()}`, rootUrl()));
-}
-
-/** Where the local build puts the library (`zig build` at the repository root). */
-export function localBuildPath(): string {
-  const url = new URL(`zig-out/lib/${libraryFileName()}`, rootUrl());
-  return filePath(url) ?? url.href;
-}
-
-/** What to do about a missing or unloadable library, for this copy of the bindings. */
-function buildHint(): string {
-  if (PACKAGED) {
-    return `the npm package ships libmtc for linux-x64 with glibc 2.28 or newer (this machine: ${platformTag()}); ` +
-      "elsewhere, build libmtc from source and set MTC_LIBRARY_PATH to it";
-  }
-  return "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
 }
 
 const DENO_FLAGS = "run deno with --allow-ffi, --allow-env and --allow-read (the last two let MTC_LIBRARY_PATH and the lookup work)";
@@ -152,42 +100,6 @@ export function checkLibraryVersion(found: number, path: string, expected: numbe
         `(written for ${versionText(expected)}); rebuild the library or update the bindings`,
     );
   }
-}
-
-/** One place to look for the library, and how it was chosen. */
-interface Candidate {
-  path: string;
-  source: "explicit path" | "MTC_LIBRARY_PATH" | "packaged library" | "local build";
-}
-
-/** Where loadLibrary looks, in order; the first that exists wins. */
-function candidates(path: string | undefined): Candidate[] {
-  if (path !== undefined) return [{ path, source: "explicit path" }];
-  const fromEnv = getEnv("MTC_LIBRARY_PATH");
-  if (fromEnv !== undefined && fromEnv !== "") return [{ path: fromEnv, source: "MTC_LIBRARY_PATH" }];
-  const found: Candidate[] = [];
-  const packaged = packagedLibraryPath();
-  if (packaged !== undefined) found.push({ path: packaged, source: "packaged library" });
-  const local = filePath(new URL(`zig-out/lib/${libraryFileName()}`, rootUrl()));
-  if (local !== undefined) found.push({ path: local, source: "local build" });
-  return found;
-}
-
-/** Why nothing was found, naming every place looked at. */
-function notFound(tried: Candidate[]): MtcError {
-  let where: string;
-  if (tried.length === 0) {
-    where = `MTC_LIBRARY_PATH is not set, and this module was loaded from ${import.meta.url}, ` +
-      "not from a file, so there is no library next to it";
-  } else if (tried[0]!.source === "explicit path") {
-    where = `looked for ${tried[0]!.path}, which does not exist`;
-  } else if (tried[0]!.source === "MTC_LIBRARY_PATH") {
-    where = `MTC_LIBRARY_PATH names ${tried[0]!.path}, which does not exist`;
-  } else {
-    where = "MTC_LIBRARY_PATH is not set and there is " +
-      tried.map((c) => `no ${c.source} at ${c.path}`).join(" and ");
-  }
-  return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${where}; ${buildHint()}`);
 }
 
 /**

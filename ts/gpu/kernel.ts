@@ -73,7 +73,7 @@ const registry = new FinalizationRegistry<number>((module) => library().symbols.
 const MADE_HERE = Symbol("made by libmtc");
 
 /** @internal The mtc_module pointer of a live module, from its private state (throws after dispose). */
-let modulePointer: (module: Module) => number;
+let modulePointer: (module: Module, call: string) => number;
 
 /** @internal A module's CUDA ordinal, from its private state. */
 let moduleOrdinal: (module: Module) => number;
@@ -145,7 +145,7 @@ export class Module {
   }
 
   static {
-    modulePointer = (module) => module.#live();
+    modulePointer = (module, call) => module.#live(call);
     moduleOrdinal = (module) => module.#deviceIndex;
     moduleDisposed = (module) => module.#module === 0;
     // console.log: "Module(cuda:0)", "Module(cuda:0, disposed)".
@@ -172,8 +172,9 @@ export class Module {
     return new Module(MADE_HERE, u64Out(), ordinal);
   }
 
-  #live(): number {
-    if (this.#module === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this Module (${deviceName(this.#deviceIndex)}) was disposed`);
+  /** `call`: the call the error names ("Module.function"). */
+  #live(call: string): number {
+    if (this.#module === 0) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: this Module (${deviceName(this.#deviceIndex)}) was disposed`);
     return this.#module;
   }
 
@@ -216,7 +217,7 @@ export class Module {
       }
       types.push(type as KernelParam);
     }
-    const status = requireSymbol("mtc_module_get_function", "kernels")(this.#live(), encoder.encode(name + "\0"), outWords);
+    const status = requireSymbol("mtc_module_get_function", "kernels")(this.#live(call), encoder.encode(name + "\0"), outWords);
     if (status !== Status.MTC_OK) throw fail(status, call);
     return makeKernel(this, name, Object.freeze(types), u64Out());
   }
@@ -310,7 +311,7 @@ export class Kernel {
       const launch = requireSymbol("mtc_kernel_launch", "kernels");
       const paramBytes = params.length;
       // From here to the call only private state is read: no code of the caller's runs.
-      const pointer = modulePointer(module);
+      const pointer = modulePointer(module, call);
       const stream = liveHandle(input.stream, call);
       const status = launch(pointer, this.#function, stream, input.dims, params, paramBytes, offsets, this.#params.length, blocks, held.length);
       if (status !== Status.MTC_OK) throw fail(status, call);

@@ -168,8 +168,13 @@ export class Stream {
     return this.#deviceIndex;
   }
 
-  /** The raw CUstream, for other libraries (a pointer value; never 0). */
+  /**
+   * The raw CUstream, for other libraries (a pointer value; never 0).
+   * MtcError (MTC_ERR_INVALID_STATE) after dispose(), for a wrapped stream
+   * too: a destroyed stream's pointer may name another stream by then.
+   */
   get handle(): number {
+    this.#checkLive("Stream.handle");
     return this.#handle;
   }
 

@@ -177,7 +177,7 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
    */
   get address(): number {
     if (this.#disposed) {
-      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `this DeviceTensor (${deviceName(this.#device)}) was disposed: its address is no longer valid`);
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `DeviceTensor.address: this DeviceTensor (${deviceName(this.#device)}) was disposed: its address is no longer valid`);
     }
     return this.#address;
   }

@@ -20,7 +20,7 @@ import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage }
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { frozenShape } from "./shape.ts";
-import { Tensor } from "./tensor.ts";
+import { markReleased, Tensor } from "./tensor.ts";
 
 // DLDataTypeCode values (dlpack.h).
 const INT = 0;
@@ -283,6 +283,7 @@ export function releaseHostImport(value: Tensor | ArrayBufferView): boolean {
   // Detached first (by the engine's own transfer, whatever the buffer's own
   // properties say), so no view can read the memory once the producer frees it.
   if (!isDetached(buffer)) detach(buffer);
+  markReleased(buffer, "memory imported with fromDLPack", "releaseDLPack or disposeAll");
   deleteManaged(record.managed);
   return true;
 }

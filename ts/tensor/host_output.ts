@@ -18,7 +18,7 @@
 
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
-import { setTensorDisposeHook, Tensor, trustedTensor } from "./tensor.ts";
+import { markReleased, setTensorDisposeHook, Tensor, trustedTensor } from "./tensor.ts";
 import { bufferUnder, detach, isDetached } from "../base/views.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */
@@ -156,6 +156,8 @@ export function releasePinned(value: unknown, owner = false): boolean {
   // detaching runs it at once: that drops the reference. The engine's own
   // transfer: one the caller put on the buffer could leave its views.
   detach(buffer);
+  // A copy of a view now says why it is empty (tensor.ts: releasedData, Tensor#disposed).
+  markReleased(buffer, "pinned memory", "dispose(), releaseHostOutput, disposeAll, or its arena's reset() or dispose()");
   if (!ref.deallocates) {
     registry.unregister(ref);
     library().symbols.mtc_block_release(ref.block);
@@ -170,8 +172,9 @@ export function releasePinned(value: unknown, owner = false): boolean {
  * plain objects and Maps holding them, as `startCopy(…, "cpu")` returned it.
  *
  * Outputs of one copy usually share one pinned block: releasing it empties
- * EVERY typed array that views it (they become detached, length 0), not only
- * the ones passed here. Copy out first (`array.slice()`) what you keep.
+ * EVERY typed array that views it (they become detached, length 0; a Tensor
+ * over one says `disposed`, and a copy of it is an MtcError), not only the
+ * ones passed here. Copy out first (`array.slice()`) what you keep.
  * Arrays that are not pinned outputs (your own, or leaves reused as they
  * were) are left alone. Idempotent. Returns the number of blocks released.
  * `disposeAll` does this too, besides disposing DeviceTensors.

@@ -17,7 +17,7 @@ import {
 } from "./dtype.ts";
 import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
-import { viewByteLength } from "../base/views.ts";
+import { bufferUnder, viewByteLength } from "../base/views.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
@@ -194,12 +194,35 @@ export class Tensor {
   }
 
   /**
+   * True once the library's memory under `data` was given back: a
+   * {@link pinnedTensor} disposed, a pinned output of a copy to "cpu"
+   * released (`dispose()`, `releaseHostOutput`, `disposeAll`), a tensor of
+   * an `Arena` after its `reset()` or `dispose()`, a `fromDLPack` import
+   * released. Its `data` is then empty (length 0, its buffer detached), its
+   * shape and dtype are still what they were, and a copy of it (`startCopy`
+   * to a device, `copyInto`, `copyHostLeaves`) is an MtcError saying that
+   * its memory was released. Always false for a tensor over memory of your
+   * own, detached or not.
+   *
+   * @example
+   * ```ts
+   * const t = pinnedTensor("float32", [2, 3]);
+   * t.dispose();
+   * t.disposed;    // true
+   * t.data.length; // 0
+   * ```
+   */
+  get disposed(): boolean {
+    return releasedData(this.data, "") !== undefined;
+  }
+
+  /**
    * Gives the library's pinned memory under this tensor back now: a
    * {@link pinnedTensor}'s, or a pinned output of a copy to "cpu" (every
    * view of that block becomes empty, as with `releaseHostOutput`). Its data
-   * is then empty (length 0). A tensor over memory of your own, or from an
-   * `Arena` (the arena owns it: `reset()` or dispose the arena), is left
-   * alone. Idempotent.
+   * is then empty (length 0) and {@link disposed} is true. A tensor over
+   * memory of your own, or from an `Arena` (the arena owns it: `reset()` or
+   * dispose the arena), is left alone. Idempotent.
    */
   dispose(): void {
     disposeHook?.(this);
@@ -209,6 +232,32 @@ export class Tensor {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** Memory of the library's (pinned blocks, DLPack imports) given back, by its ArrayBuffer: what it was and what gives it back. */
+const released = new WeakMap<ArrayBufferLike, { readonly what: string; readonly how: string }>();
+
+/**
+ * @internal Marks `buffer` (just detached) as memory of the library's that
+ * was given back: `what` it was ("pinned memory") and `how` it is given
+ * back, for the errors of copies of its views.
+ */
+export function markReleased(buffer: ArrayBufferLike, what: string, how: string): void {
+  released.set(buffer, { what, how });
+}
+
+/**
+ * @internal When `data` is a view of memory of the library's that was given
+ * back: why it cannot be copied, starting with `whose` ("the Tensor's
+ * pinned memory was released (...)"); else undefined. Only an empty typed
+ * array is looked up (a released one is detached), so a live leaf costs
+ * one length read.
+ */
+export function releasedData(data: unknown, whose: string): string | undefined {
+  if (viewByteLength(data) !== 0) return undefined;
+  const gone = released.get(bufferUnder(data)!);
+  if (gone === undefined) return undefined;
+  return `${whose}${whose === "" ? "" : " "}${gone.what} was released (${gone.how}); it cannot be copied`;
 }
 
 /** What Tensor#dispose does: set by host_output.ts (which imports this file). */
@@ -252,6 +301,7 @@ function showTensor(t: Tensor): string {
   const layout = strides === undefined ? "" : `, strided ${Array.isArray(strides) ? showShape(strides) : showValue(strides)}`;
   const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} cpu${layout})`;
   if (viewByteLength(data) < 0) return `${head} (data is no typed array)`;
+  if (releasedData(data, "") !== undefined) return `${head.slice(0, -1)}, disposed)`;
   if (strides !== undefined) return head; // its storage's values are not its elements
   const values = data as unknown as ArrayLike<number | bigint>;
   const shown: string[] = [];
