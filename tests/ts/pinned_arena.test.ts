@@ -54,6 +54,17 @@ pinnedTest("a pinned tensor is read in place: no bytes staged, exact", async () 
   assertSame(poolStats().pinnedHeldBytes, before.pinnedHeldBytes, "using gave it back");
 });
 
+pinnedTest("empty pinned tensors and arrays: no memory held, copied as empty", async () => {
+  const before = poolStats().pinnedHeldBytes;
+  using t = pinnedTensor("float32", [0, 4]);
+  const a = pinnedArray("int8", 0);
+  assertSame(poolStats().pinnedHeldBytes, before);
+  const onGpu = await startCopy({ t, a }, "cuda:0");
+  assertEquals(onGpu.t.shape, [0, 4]);
+  assertSame(onGpu.a.byteLength, 0);
+  disposeAll(onGpu);
+});
+
 pinnedTest("mixed pinned and pageable leaves of every dtype at odd sizes: exact, only pageable staged", async () => {
   using arena = Arena.create(1 << 20);
   const batch: Record<string, TypedArray | Tensor> = {};

@@ -43,9 +43,14 @@ export function allocatePinnedBlock(call: string, bytes: number, options: Pinned
   return { block, address: Number(info.getBigUint64(8, true)) };
 }
 
-/** An ArrayBuffer over `bytes` of new pinned memory; the buffer holds the block. */
+/**
+ * An ArrayBuffer over `bytes` of new pinned memory; the buffer holds the
+ * block. An empty tensor needs no memory: a plain empty buffer (a copy has
+ * nothing to read from it).
+ */
 function pinnedStorage(call: string, bytes: number, options: PinnedOptions | undefined): ArrayBuffer {
-  const { block, address } = allocatePinnedBlock(call, Math.max(bytes, 1), options);
+  if (bytes === 0) return new ArrayBuffer(0);
+  const { block, address } = allocatePinnedBlock(call, bytes, options);
   try {
     return pinnedBuffer(library(), block, address, bytes);
   } finally {
