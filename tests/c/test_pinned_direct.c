@@ -250,6 +250,61 @@ static void into_pinned(void) {
   free(host);
 }
 
+/* A one-leaf copy of `bytes` from `host` to `device`; its result's address. */
+static uint64_t upload(int32_t device, const uint8_t *host, uint64_t bytes, mtc_plan **keep) {
+  mtc_leaf leaf = make_leaf(host_address(host), bytes, 1, MTC_DEVICE_CPU);
+  mtc_leaf_result result;
+  CHECK_OK(mtc_plan_create(device, NULL, keep));
+  CHECK_OK(mtc_plan_add_leaves(*keep, &leaf, 1));
+  CHECK_OK(mtc_plan_submit(*keep));
+  CHECK_OK(mtc_plan_wait(*keep));
+  CHECK_OK(mtc_plan_results(*keep, 0, 1, &result));
+  return result.address;
+}
+
+/* Two copies into one pinned destination from two devices, the first slow:
+ * the second's GPU work waits for the first (submission order across
+ * streams), so it cannot complete before it, and the bytes are the
+ * second's. */
+static void ordered_across_devices(void (*set_delay)(unsigned long long)) {
+  int32_t devices = 0;
+  CHECK_OK(mtc_cuda_device_count(&devices));
+  if (devices < 2) return;
+  enum { BYTES = 100000 };
+  uint8_t *a = random_bytes(BYTES), *b = random_bytes(BYTES);
+  mtc_plan *keep_a, *keep_b;
+  uint64_t on1 = upload(1, a, BYTES, &keep_a), on0 = upload(0, b, BYTES, &keep_b);
+  mtc_block *x = NULL;
+  CHECK_OK(mtc_host_block_alloc(0, BYTES, &x));
+  if (x == NULL) return;
+  mtc_leaf dst = make_leaf(block_address(x), BYTES, 1, MTC_DEVICE_CPU);
+  dst.flags = MTC_LEAF_PINNED;
+  mtc_leaf from1 = make_leaf(on1, BYTES, 1, 1), from0 = make_leaf(on0, BYTES, 1, 0);
+  mtc_plan *first, *second;
+  mtc_options here = MTC_OPTIONS_INIT;
+  here.use_background_thread = 0; /* enqueued with the delay before submit returns */
+  set_delay(60000);
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, &here, &first));
+  CHECK_OK(mtc_plan_add_leaves_into(first, &from1, &dst, 1));
+  CHECK_OK(mtc_plan_submit(first));
+  set_delay(0);
+  CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &second));
+  CHECK_OK(mtc_plan_add_leaves_into(second, &from0, &dst, 1));
+  CHECK_OK(mtc_plan_submit(second));
+  CHECK_OK(mtc_plan_wait_device(second));
+  CHECK_STATUS(mtc_plan_poll_device(first), MTC_OK); /* the second waited for it */
+  CHECK_OK(mtc_plan_wait(first));
+  CHECK_OK(mtc_plan_wait(second));
+  CHECK(memcmp((const void *)(uintptr_t)block_address(x), b, BYTES) == 0);
+  mtc_plan_release(first);
+  mtc_plan_release(second);
+  mtc_plan_release(keep_a);
+  mtc_plan_release(keep_b);
+  mtc_block_release(x);
+  free(a);
+  free(b);
+}
+
 /* The held limit is its own and its message names it. */
 static void held_limit(void) {
   CHECK_STATUS(mtc_set_pinned_held_limit(1000), MTC_ERR_INVALID_ARGUMENT);
@@ -271,6 +326,7 @@ static void held_limit(void) {
 
 int main(int argc, char **argv) {
   if (driver_argument(argc, argv, SUITE) == NULL) return 1;
+  setenv("FAKE_CUDA_DEVICE_COUNT", "2", 0);
   void *handle = fake_open(getenv("MTC_CUDA_DRIVER"));
   void (*set_delay)(unsigned long long) = NULL;
   if (handle != NULL) FAKE_SYM(handle, set_delay, "fake_cuda_set_copy_delay_us");
@@ -280,6 +336,7 @@ int main(int argc, char **argv) {
   if (set_delay != NULL) {
     held_by_copy(set_delay);
     busy_until_done(set_delay);
+    ordered_across_devices(set_delay);
   }
   into_pinned();
   held_limit();

@@ -3,7 +3,7 @@
 // bytes in too early shows here as wrong bytes on the device.
 import { Arena, copyInto, disposeAll, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
 import { assert, assertSame } from "../ts/harness.ts";
-import { DEVICE, gpuTest } from "./gpu_env.ts";
+import { DEVICE, gpuTest, twoGpus } from "./gpu_env.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -139,4 +139,20 @@ gpuTest("a pinned destination disposed while the GPU writes it: the block is not
     handle.dispose();
     disposeAll(next);
   }
+});
+
+gpuTest("two GPUs: copies into one pinned destination from two devices land in submission order", async () => {
+  if (!twoGpus("pinned destinations written from two devices")) return;
+  const big = 128 << 20;
+  const fromOne = await startCopy(new Uint8Array(big).fill(1), "cuda:1");
+  const fromZero = await startCopy(new Uint8Array(big).fill(2), "cuda:0");
+  using dest = pinnedTensor("uint8", [big]);
+  for (let round = 0; round < 3; round++) {
+    const first = copyInto(fromOne, dest.data); // from cuda:1, written in place
+    const second = copyInto(fromZero, dest.data); // from cuda:0, after the first on the GPU
+    await first;
+    await second;
+    assertSame(firstNot(dest.data as Uint8Array, 2), -1, `round ${round}: the later copy's bytes, everywhere`);
+  }
+  disposeAll([fromOne, fromZero]);
 });

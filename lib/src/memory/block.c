@@ -165,6 +165,23 @@ void mtc_block_use_end(mtc_block *block, mtc_event *completion) {
   atomic_fetch_sub(&block->pending, 1);
 }
 
+mtc_status mtc_block_order_after_uses(mtc_block *block, CUstream stream) {
+  const mtc_cuda_api *cu;
+  mtc_status status = mtc_cuda_load(&cu);
+  if (status != MTC_OK) return status;
+  pthread_mutex_lock(&uses_lock);
+  prune_uses_locked(block);
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < block->use_count && r == CUDA_SUCCESS; i++) {
+    r = cu->cuStreamWaitEvent(stream, block->uses[i]->event, 0);
+  }
+  pthread_mutex_unlock(&uses_lock);
+  if (r != CUDA_SUCCESS) {
+    return mtc_cuda_fail(r, "cuStreamWaitEvent (after the copies that used a pinned block)");
+  }
+  return MTC_OK;
+}
+
 MTC_API int32_t mtc_block_busy(mtc_block *block) {
   if (block == NULL || block->kind != MTC_BLOCK_PINNED) return 0;
   if (atomic_load(&block->pending) > 0) return 1;

@@ -64,4 +64,10 @@ mtc_block *mtc_block_find_pinned(uint64_t address, uint64_t bytes);
 void mtc_block_use_begin(mtc_block *block);
 void mtc_block_use_end(mtc_block *block, mtc_event *completion);
 
+/* Makes `stream` wait (on the GPU) for every copy that used pinned `block`
+ * and whose completion is recorded but not reached: a later copy that reads
+ * or writes the block in place then does so after the earlier ones, in
+ * submission order, whichever device's stream each ran on. */
+mtc_status mtc_block_order_after_uses(mtc_block *block, CUstream stream);
+
 #endif

@@ -48,6 +48,7 @@ mtc_status mtc_into_direct_gather(mtc_transfer *t, int32_t source_ordinal,
   *done = 1;
   status = mtc_transfer_enter_device(t, source_ordinal, &source);
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, source_ordinal);
+  if (status == MTC_OK) status = mtc_transfer_order_after_pinned(t, source);
   if (status != MTC_OK) return status;
   mtc_trace_note(t->trace, "cuda:%d -> cpu: %llu packed leaves by one gather "
                  "launch into their pinned destinations", source_ordinal,
@@ -62,6 +63,7 @@ mtc_status mtc_into_direct_leaf(mtc_transfer *t, uint64_t i) {
   mtc_device *source;
   mtc_status status = mtc_transfer_enter_device(t, leaf->device, &source);
   if (status == MTC_OK) status = mtc_transfer_order_after_source(t, source, leaf->device);
+  if (status == MTC_OK) status = mtc_transfer_order_after_pinned(t, source);
   if (status != MTC_OK) return status;
   mtc_transfer_note_path(t, MTC_PATH_PER_LEAF);
   t->stats->copies_issued++;

@@ -13,9 +13,11 @@
 static mtc_status direct_chunk(mtc_transfer *t, size_t c, mtc_device *target,
                                mtc_block **out) {
   const mtc_chunk *chunk = &t->plan->layout.chunks[c];
+  mtc_status status = mtc_transfer_order_after_pinned(t, target);
+  if (status != MTC_OK) return status;
   uint64_t begin = mtc_trace_now(t->trace);
   mtc_block *block;
-  mtc_status status = mtc_block_new_device(target, chunk->bytes, &block);
+  status = mtc_block_new_device(target, chunk->bytes, &block);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(t->plan, block);
   *out = block;

@@ -70,6 +70,9 @@ static mtc_status record_completion(mtc_transfer *t) {
   }
 
   status = mtc_context_scope_use(&t->scope, primary);
+  /* A copy-out into pinned blocks follows the completion: the earlier
+   * copies that use them come first. */
+  if (status == MTC_OK) status = mtc_transfer_order_after_pinned(t, primary);
   if (status != MTC_OK) return status;
   CUevent event;
   status = mtc_device_event_acquire(primary, &event);

@@ -45,6 +45,18 @@ mtc_status mtc_transfer_enter_device(mtc_transfer *t, int32_t ordinal, mtc_devic
   return MTC_OK;
 }
 
+mtc_status mtc_transfer_order_after_pinned(mtc_transfer *t, mtc_device *device) {
+  mtc_plan *plan = t->plan;
+  uint64_t bit = device->ordinal < 64 ? (uint64_t)1 << device->ordinal : 0;
+  if (plan->pinned_count == 0 || (t->pinned_ordered & bit)) return MTC_OK;
+  for (size_t k = 0; k < plan->pinned_count; k++) {
+    mtc_status status = mtc_block_order_after_uses(plan->pinned[k], device->stream);
+    if (status != MTC_OK) return status;
+  }
+  t->pinned_ordered |= bit;
+  return MTC_OK;
+}
+
 mtc_status mtc_transfer_order_after_source(mtc_transfer *t, mtc_device *stream_owner,
                                      int32_t source) {
   mtc_plan *plan = t->plan;

@@ -50,6 +50,9 @@ typedef struct mtc_transfer {
   size_t slot_fill; /* bytes of it handed out */
   int slot_ready;   /* pieces[slot] may take pieces */
   int64_t failed_leaf; /* the leaf a failure is about, or -1 */
+  /* Devices (bit per ordinal) whose copy stream already waits for the
+   * earlier copies that used the plan's pinned blocks. */
+  uint64_t pinned_ordered;
   mtc_trace *trace;    /* MTC_TRACE's timeline, or NULL */
 } mtc_transfer;
 
@@ -74,6 +77,11 @@ int mtc_grow_array(void *items, size_t *capacity, size_t needed, size_t size);
 /* Makes ordinal's context current and notes that its stream gets work. */
 mtc_status mtc_transfer_enter_device(mtc_transfer *t, int32_t ordinal,
                                      mtc_device **out);
+
+/* Before device's copy stream reads or writes the plan's pinned blocks in
+ * place (or records the completion that a copy-out into them follows): it
+ * waits for the earlier copies that used them, once per device. */
+mtc_status mtc_transfer_order_after_pinned(mtc_transfer *t, mtc_device *device);
 
 /* Before copies on stream_owner's copy stream (its context current) read
  * leaves of `source`: when the caller set a stream on that device, the copy
