@@ -1,7 +1,7 @@
 // The npm package's JavaScript: ts/mod.ts bundled into one ES module,
 // dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), with
 // declarations in dist/types/. `npm run build` runs this and then puts the
-// prebuilt libmtc.so into prebuilt/linux-x64/ (see package.json).
+// prebuilt libmtc.so of each platform into prebuilt/ (scripts/build-prebuilt.sh).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
