@@ -1,7 +1,8 @@
 //! Builds libmtc (shared and static) from the C sources in lib/src/*/, the
 //! emulated CUDA driver used by tests (when tests/fake_cuda/ exists), and the
 //! C tests. `zig build` installs zig-out/lib/libmtc.{so,a} and
-//! zig-out/include/mtc.h; `zig build test` runs the C tests.
+//! zig-out/include/mtc.h (with its topic headers, zig-out/include/mtc/);
+//! `zig build test` runs the C tests.
 //!
 //! CUDA kernels: when nvcc is found (.tools/nvcc, which scripts/setup.sh
 //! installs, or -Dnvcc=PATH), cuda/mtc_kernels.cu is compiled into one fatbin
@@ -24,7 +25,7 @@ const lib_folders = [_]SourceFolder{
     // gathering host leaves into staging memory on the staging threads
     .{ .path = "lib/src/stage", .files = &.{ "stage_copy.c", "staging_pool.c", "strided.c" } },
     // output blocks, the pinned pool, DLPack
-    .{ .path = "lib/src/memory", .files = &.{ "block.c", "device_alloc.c", "dlpack.c", "host_alloc.c", "pinned_pool.c", "warm_up.c" } },
+    .{ .path = "lib/src/memory", .files = &.{ "block.c", "device_alloc.c", "dlpack.c", "host_alloc.c", "launch_blocks.c", "pinned_pool.c", "warm_up.c" } },
     // the driver (loaded at run time), devices, streams, events, kernels
     .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "launch.c", "stream_api.c", "user_module.c" } },
     // errors, options, environment knobs, the clock, version
@@ -161,7 +162,9 @@ pub fn build(b: *std.Build) void {
         // packagers and FFI loaders copy and open as is.
         .root_module = shared_mod,
     });
+    // mtc.h, the one header to include, and its topic headers (mtc/*.h).
     shared.installHeader(b.path("lib/include/mtc.h"), "mtc.h");
+    shared.installHeadersDirectory(b.path("lib/include/mtc"), "mtc", .{});
     b.installArtifact(shared);
 
     const static = b.addLibrary(.{

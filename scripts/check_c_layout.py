@@ -7,7 +7,14 @@ Checks, over lib/src and the folder list in build.zig (`lib_folders`):
     -> base), and every included header exists;
   - no include circle between units (a unit is foo.c with foo.h): not two
     units including each other, nor a longer loop;
-  - no .c or .h above MAX_LINES lines;
+  - the same for calls, which a declaration in mtc.h (or any header) makes
+    possible without an include: no function calls one defined in a folder
+    before its own, and no call circle between units. A call is a function
+    of lib/src named and followed by "(" in a .c file or in the body of a
+    header's static inline function; a function handed on by name (a
+    callback) is no call, which is how a lower folder may reach back up;
+  - no .c or .h above MAX_LINES lines, in lib/src and in the emulated
+    driver (tests/fake_cuda, its selftest aside);
   - each file opens with a comment naming itself and its job ("/* foo.c — ");
   - build.zig lists exactly the .c files that exist.
 
@@ -61,6 +68,70 @@ def find_cycle(edges):
     return None
 
 
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'')
+# A function defined at the start of a line, not static (static inline in
+# headers are read apart): its return type, name, parameters, then "{".
+DEFINITION = re.compile(
+    r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{", re.M)
+INLINE = re.compile(r"^static\s+inline\b[^;{]*?\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{", re.M)
+# A declaration at the start of a line ("int f(int x);"): no call.
+PROTOTYPE = re.compile(r"^[A-Za-z_][\w \t*]*?\b[A-Za-z_]\w*\s*\([^;{}]*\)\s*;", re.M)
+
+
+def code_of(text):
+    """The text without comments and with empty string literals."""
+    return STRING.sub('""', COMMENT.sub(" ", text))
+
+
+def body_at(code, brace):
+    """The text from the "{" at `brace` to its matching "}"."""
+    depth = 0
+    for i in range(brace, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return code[brace:i + 1]
+    return code[brace:]
+
+
+def call_problems(units, rank):
+    """Upward calls and call circles. units: {unit: [(file, code)]}."""
+    problems = []
+    defined = {}  # function -> unit
+    calling = {}  # unit -> the code its calls are read from
+    for unit, files in units.items():
+        parts = []
+        for name, code in files:
+            if name.endswith(".c"):
+                for m in DEFINITION.finditer(code):
+                    defined.setdefault(m.group(1), unit)
+                parts.append(PROTOTYPE.sub(" ", code))
+            else:
+                for m in INLINE.finditer(code):
+                    defined.setdefault(m.group(1), unit)
+                    parts.append(body_at(code, m.end() - 1))
+        calling[unit] = "\n".join(parts)
+    if not defined:
+        return problems, {}
+    call = re.compile(r"\b(" + "|".join(sorted(map(re.escape, defined))) + r")\s*\(")
+    edges = {}
+    for unit, code in sorted(calling.items()):
+        folder = unit.split("/", 1)[0]
+        for name in sorted(set(call.findall(code))):
+            to_unit = defined[name]
+            if to_unit == unit:
+                continue
+            to_folder = to_unit.split("/", 1)[0]
+            if rank.get(to_folder, -1) < rank.get(folder, -1):
+                problems.append(f"lib/src/{unit}: calls {name} ({to_unit}) in {to_folder}/, "
+                                f"which comes before {folder}/ in the pipeline")
+            edges.setdefault(unit, set()).add(to_unit)
+    return problems, edges
+
+
 def check(root):
     """Every problem found, as messages; [] when the layout is clean."""
     problems = []
@@ -91,10 +162,12 @@ def check(root):
             problems.append(f"build.zig lists lib/src/{folder}/{name}, which does not exist")
 
     edges = {}
+    units = {}
     for folder, name in files:
         rel = f"{folder}/{name}"
         with open(os.path.join(src, folder, name)) as f:
             text = f.read()
+        units.setdefault(rel.rsplit(".", 1)[0], []).append((name, code_of(text)))
         lines = text.count("\n")
         if lines > MAX_LINES:
             problems.append(f"lib/src/{rel}: {lines} lines, more than {MAX_LINES}")
@@ -123,6 +196,21 @@ def check(root):
     cycle = find_cycle(edges)
     if cycle:
         problems.append("include circle: " + " -> ".join(cycle))
+    upward, calls = call_problems(units, rank)
+    problems += upward
+    cycle = find_cycle(calls)
+    if cycle:
+        problems.append("call circle: " + " -> ".join(cycle))
+
+    fake = os.path.join(root, "tests", "fake_cuda")
+    if os.path.isdir(fake):
+        for name in sorted(os.listdir(fake)):
+            if not name.endswith((".c", ".h")) or "selftest" in name:
+                continue
+            with open(os.path.join(fake, name)) as f:
+                lines = f.read().count("\n")
+            if lines > MAX_LINES:
+                problems.append(f"tests/fake_cuda/{name}: {lines} lines, more than {MAX_LINES}")
     return problems
 
 
@@ -161,6 +249,24 @@ def selftest():
         "name the folder": {
             "lib/src/top/a.c": '/* a.c — a. */\n#include "a.h"\n',
         },
+        # b.c reaches a.c's function through a declaration of its own (as
+        # through mtc.h): no include, still an upward call.
+        "calls top_work": {
+            "lib/src/top/a.c": '/* a.c — a. */\n#include "top/a.h"\n#include "low/b.h"\n'
+                               'int top_work(int x) {\n  return x;\n}\n',
+            "lib/src/low/b.c": '/* b.c — b. */\n#include "low/b.h"\nint top_work(int x);\n'
+                               'int low_work(void) {\n  return top_work(1);\n}\n',
+        },
+        "call circle": {
+            "lib/src/top/c.c": '/* c.c — c. */\nint c_work(void);\nint a_work(void);\n'
+                               'int c_work(void) {\n  return a_work();\n}\n',
+            "lib/src/top/a.c": '/* a.c — a. */\n#include "top/a.h"\nint c_work(void);\n'
+                               'int a_work(void) {\n  return c_work();\n}\n',
+            "build.zig": good["build.zig"].replace('"a.c" }', '"a.c", "c.c" }'),
+        },
+        "tests/fake_cuda/fake_big.c": {
+            "tests/fake_cuda/fake_big.c": "int x;\n" * (MAX_LINES + 1),
+        },
     }
     failures = 0
 
@@ -177,12 +283,25 @@ def selftest():
     if clean:
         print(f"selftest: a clean tree was reported: {clean}")
         failures += 1
+    # A callback handed down by name is no call: low/ may hold top/'s function.
+    callback = {**good,
+                "lib/src/top/a.c": '/* a.c — a. */\n#include "top/a.h"\n#include "low/b.h"\n'
+                                   'static void drop(int *p) { (void)p; }\n'
+                                   'void top_run(void) {\n  low_hold(drop);\n}\n'
+                                   'int top_work(int x) {\n  return x;\n}\n',
+                "lib/src/low/b.c": '/* b.c — b. */\n#include "low/b.h"\nint top_work(int x);\n'
+                                   'void low_hold(void (*release)(int *)) {\n  release(0);\n'
+                                   '  /* top_work(2) in a comment, "top_work(3)" in a string */\n}\n'}
+    found = check(build(callback))
+    if found:
+        print(f"selftest: a callback or a name in a comment was taken for a call: {found}")
+        failures += 1
     for expected, change in breaks.items():
         found = check(build({**good, **change}))
         if not any(expected in p for p in found):
             print(f"selftest: a tree with '{expected}' was not caught: {found}")
             failures += 1
-    print(f"check_c_layout selftest: {len(breaks) + 1 - failures} passed, {failures} failed")
+    print(f"check_c_layout selftest: {len(breaks) + 2 - failures} passed, {failures} failed")
     return failures == 0
 
 
@@ -198,7 +317,8 @@ def main():
     if problems:
         print(f"lib/src layout: {len(problems)} problem(s)")
         return 1
-    print(f"lib/src layout: {folders}; no include circle; no file above {MAX_LINES} lines")
+    print(f"lib/src layout: {folders}; no include or call circle, no upward call; "
+          f"no file above {MAX_LINES} lines (lib/src, tests/fake_cuda)")
     return 0
 
 

@@ -102,7 +102,7 @@ gpu_suite_here() { # gpu_suite_here bun|deno: the GPU suite on this machine's ow
   return "$rc"
 }
 
-suite "C layout: folders in pipeline order, no include circle, no file above 400 lines" c_layout
+suite "C layout: folders in pipeline order, no include or call circle, no upward call, no file above 400 lines" c_layout
 suite "build libmtc (ReleaseFast)" "$ZIG" build -Doptimize=ReleaseFast || { echo "build failed"; exit 1; }
 suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan

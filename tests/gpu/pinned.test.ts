@@ -118,3 +118,25 @@ gpuTest("copyInto from the GPU into arena destinations: the GPU writes them in p
   for (const key of Object.keys(batch)) assert(sameBytes(bytesOf(mixed[key]!.data), bytesOf(batch[key]!.data)), `mixed ${key}`);
   disposeAll(onGpu);
 });
+
+gpuTest("a pinned destination disposed while the GPU writes it: the block is not handed out again until the copy is over", async () => {
+  const big = new Uint8Array(64 << 20).fill(5);
+  using onGpu = await startCopy(big, DEVICE);
+  for (let round = 0; round < 5; round++) {
+    const dest = pinnedTensor("uint8", [64 << 20]);
+    const handle = copyInto(onGpu, dest.data); // one DMA of 64 MiB into the pinned block, in place
+    dest.dispose();
+    const next = pinnedArray("uint8", 64 << 20); // must not be the block the DMA still writes
+    next.fill(9);
+    let failed = false;
+    try {
+      await handle;
+    } catch {
+      failed = true; // the destination was released in flight: an MtcError, nothing written to it
+    }
+    assert(failed, "the copy into a released destination reports it");
+    assertSame(firstNot(next, 9), -1, `round ${round}: the GPU's bytes never reached the next owner`);
+    handle.dispose();
+    disposeAll(next);
+  }
+});

@@ -1,8 +1,10 @@
 // The version rules of the bindings (docs/VERSIONING.md), and that every
 // place naming the package's version agrees: package.json, deno.json, mtc.h,
 // the version the bindings expect (EXPECTED_VERSION_NUMBER) and the
-// CHANGELOG's newest release.
-import { readFileSync } from "node:fs";
+// CHANGELOG's newest release; and that mtc.h, the one header to include,
+// includes each of its topic headers (lib/include/mtc/) once, in the order
+// its Contents lists them.
+import { readdirSync, readFileSync } from "node:fs";
 import { checkLibraryVersion } from "../../ts/ffi/library.ts";
 import { EXPECTED_VERSION_NUMBER } from "../../ts/ffi/symbols.ts";
 import { MtcError } from "../../ts/mod.ts";
@@ -11,8 +13,13 @@ import { assert, assertSame, assertThrows, test } from "../ts/harness.ts";
 const root = new URL("../../", import.meta.url);
 const read = (path: string): string => readFileSync(decodeURIComponent(new URL(path, root).pathname), "utf8");
 
+/** mtc.h with its topic headers (`#include "mtc/….h"`) written in where it includes them. */
+function publicHeader(): string {
+  return read("lib/include/mtc.h").replace(/^#include "(mtc\/[a-z_]+\.h)"$/gm, (_, topic: string) => read(`lib/include/${topic}`));
+}
+
 function headerVersion(): string {
-  const header = read("lib/include/mtc.h");
+  const header = publicHeader();
   const part = (name: string): string => {
     const m = header.match(new RegExp(`#define MTC_VERSION_${name} (\\d+)`));
     assert(m !== null, `mtc.h defines MTC_VERSION_${name}`);
@@ -63,4 +70,15 @@ test("version: from 1.0 on, minor releases of the same major are accepted", () =
   checkLibraryVersion(19999, "/x/libmtc.so", 10100);
   assertThrows(() => checkLibraryVersion(20000, "/x/libmtc.so", 10100), MtcError, "is version 2.0.0, but these bindings need 1.x");
   assertThrows(() => checkLibraryVersion(1.5, "/x/libmtc.so", 10000), MtcError);
+});
+
+test("mtc.h: each topic header of lib/include/mtc/ included once, in the order of its Contents, each refusing to be included alone", () => {
+  const header = read("lib/include/mtc.h");
+  const included = [...header.matchAll(/^#include "mtc\/([a-z_]+\.h)"$/gm)].map((m) => m[1]!);
+  const listed = [...header.matchAll(/^ \* {3}mtc\/([a-z_]+\.h) /gm)].map((m) => m[1]!);
+  const files = readdirSync(decodeURIComponent(new URL("lib/include/mtc/", root).pathname)).filter((f) => f.endsWith(".h")).sort();
+  assertSame(JSON.stringify([...included].sort()), JSON.stringify(files), "every file of lib/include/mtc/ included");
+  assertSame(new Set(included).size, included.length, "each once");
+  assertSame(JSON.stringify(listed), JSON.stringify(included), "the Contents lists them in the order they are included");
+  for (const file of files) assert(read(`lib/include/mtc/${file}`).includes(`#error "include mtc.h, not mtc/${file}"`), `mtc/${file} refuses to be included alone`);
 });

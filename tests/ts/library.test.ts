@@ -132,6 +132,8 @@ test("info: cudaDeviceCount and poolStats", () => {
     "pinnedOutputBytes",
     "pinnedHighWaterBytes",
     "pinnedLimitWaits",
+    "pinnedHeldBytes",
+    "pinnedHeldLimitBytes",
   ]);
   for (const v of Object.values(stats)) assert(Number.isInteger(v) && v >= 0);
   assert(stats.stagingThreads >= 1);

@@ -20,6 +20,7 @@ import {
 import { makeExampleBatch } from "../../examples/example_batch.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertRejects, assertSame, assertThrows, test } from "./harness.ts";
+import { runScript } from "./fixtures/spawn.ts";
 import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
 
 const pinnedTest = (name: string, fn: () => void | Promise<void>) => test(`pinned: ${name}`, fn, { skip: skipWithoutDriver });
@@ -97,10 +98,17 @@ pinnedTest("reset waits for the copy that reads the arena, then empties the old 
     await reset;
     assert(!arena.busy, "idle after reset");
     assertSame(a.length, 0, "a view from before the reset is empty");
-    a[0] = 99; // goes nowhere
-    const b = arena.array("uint8", 1000);
+    const b = arena.array("uint8", 1000); // the same bytes of pinned memory as `a`
     b.fill(1);
-    assertSame(b[0], 1);
+    // A stale view: writes go nowhere (or throw a TypeError), never into the next batch.
+    a[0] = 99;
+    try {
+      a.fill(98);
+    } catch (e) {
+      assert(e instanceof TypeError, String(e));
+    }
+    assertSame(b[0], 1, "a write through a view from before the reset does not reach the next batch");
+    assertSame(b[999], 1);
     const onGpu = await handle;
     assertEquals(Array.from(onGpu.a.toHost() as Uint8Array).slice(0, 3), [7, 7, 7], "the copy has the first batch");
     disposeAll(onGpu);
@@ -213,4 +221,39 @@ pinnedTest("copyInto from a GPU into arena destinations: written in place (no co
   await copyInto(onGpu, mixed);
   for (const key of Object.keys(batch)) assertEquals(bytesOf(mixed[key]!), bytesOf(batch[key]!), `mixed ${key}`);
   disposeAll(onGpu);
+});
+
+pinnedTest("a pinned destination released while the GPU writes it: an MtcError naming it, nothing freed under the copy; the same for a disposed arena", async () => {
+  const source = await startCopy({ x: randomLeaf("float32", [4096, 2], 3) }, "cuda:0");
+  const before = poolStats();
+  await withCopyDelay(20_000, async () => {
+    const dest = { x: pinnedTensor("float32", [4096, 2]) };
+    const handle = copyInto(source, dest);
+    dest.x.dispose(); // while the copy writes it
+    assert(poolStats().pinnedHeldBytes > before.pinnedHeldBytes, "the copy still holds the block");
+    const err = await assertRejects(async () => await handle, MtcError);
+    assert(err.message.includes(".x"), err.message);
+    handle.dispose();
+  });
+  await withCopyDelay(20_000, async () => {
+    const arena = Arena.create(1 << 20);
+    const dest = arena.consolidate({ x: randomLeaf("float32", [4096, 2], 4) });
+    const handle = copyInto(source, dest);
+    arena.dispose();
+    await assertRejects(async () => await handle, MtcError);
+    handle.dispose();
+  });
+  // (At most: the garbage collector may give back blocks of earlier tests meanwhile.)
+  const after = poolStats().pinnedHeldBytes;
+  assert(after <= before.pinnedHeldBytes, `every block came back once the copies were over: ${after} > ${before.pinnedHeldBytes}`);
+  disposeAll(source);
+});
+
+test("pinned: without a CUDA driver, pinned tensors and arenas are an MtcError saying why", async () => {
+  const r = await runScript(new URL("./fixtures/pinned_no_driver.ts", import.meta.url).pathname, [], { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" });
+  assertSame(r.code, 0, r.stderr);
+  for (const what of ["pinnedTensor", "pinnedArray", "Arena.create"]) {
+    assert(r.stdout.includes(`${what}: MTC_ERR_NO_DRIVER: ${what}: `), r.stdout);
+  }
+  assert(r.stdout.includes("could not load the CUDA driver /nonexistent/libcuda.so.1"), r.stdout);
 });

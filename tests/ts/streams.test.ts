@@ -289,6 +289,8 @@ streamTest("stats(): host to device, packed, and reused leaves counted", () => {
     "stagingNs",
     "submitNs",
     "deviceToHostPath",
+    "leavesDirect",
+    "bytesStaged",
   ]);
   h.dispose();
   assertEquals(h.stats(), stats, "kept after dispose");

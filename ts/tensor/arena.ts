@@ -221,6 +221,7 @@ export class Arena {
     library().symbols.mtc_block_release(this.#block);
   }
 
+  /** Same as dispose(), for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
   }

@@ -1,12 +1,16 @@
-/* launch.c — mtc_kernel_launch and mtc_launches_settle: launches of the
- * caller's kernels, and the blocks they use held until their streams have
- * passed them.
+/* launch.c — launches of the caller's kernels (mtc_launch_queue, under
+ * memory/'s mtc_kernel_launch) and mtc_launches_settle: the blocks a launch
+ * uses are held until its stream has passed it.
  *
  * A block's memory goes back to its device's pool in the order of the
  * library's copy stream, which knows nothing of the caller's streams; so a
- * launch retains the blocks it was given, records an event after itself,
- * and the blocks are released once that event has completed: found by a
- * later launch, mtc_stream_synchronize or mtc_launches_settle. */
+ * launch keeps the references it was handed, records an event after itself,
+ * and drops them once that event has completed: found by a later launch,
+ * mtc_stream_synchronize or mtc_launches_settle. Blocks are memory/'s: this
+ * file never retains or releases one itself, it calls the release function
+ * it was handed (a folder calls only itself and the folders after it). */
+#include "cuda/launch.h"
+
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -19,6 +23,7 @@ typedef struct held_launch {
   struct held_launch *next;
   mtc_device *device;
   CUevent event;
+  void (*release)(mtc_block *block);
   uint32_t count;
   mtc_block *blocks[];
 } held_launch;
@@ -27,7 +32,7 @@ static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static held_launch *held_first;
 
 static void release_held(held_launch *h) {
-  for (uint32_t i = 0; i < h->count; i++) mtc_block_release(h->blocks[i]);
+  for (uint32_t i = 0; i < h->count; i++) h->release(h->blocks[i]);
   mtc_device_event_release(h->device, h->event);
   free(h);
 }
@@ -61,11 +66,13 @@ MTC_API uint32_t mtc_launches_settle(int32_t wait) {
   return left;
 }
 
-/* Retains the launch's blocks until an event recorded on stream now has
- * completed. The context of d is current. */
+/* Keeps the launch's references to its blocks until an event recorded on
+ * stream now has completed. The context of d is current. On failure it
+ * keeps none (the stream was synchronized: nothing needs holding). */
 static mtc_status hold_blocks(const mtc_cuda_api *cu, mtc_device *d,
                               CUstream stream, mtc_block *const *blocks,
-                              uint32_t block_count) {
+                              uint32_t block_count,
+                              void (*release)(mtc_block *block)) {
   uint32_t count = 0;
   for (uint32_t i = 0; i < block_count; i++) count += blocks[i] != NULL;
   if (count == 0) return MTC_OK;
@@ -88,11 +95,10 @@ static mtc_status hold_blocks(const mtc_cuda_api *cu, mtc_device *d,
     return status;
   }
   h->device = d;
+  h->release = release;
   h->count = 0;
   for (uint32_t i = 0; i < block_count; i++) {
-    if (blocks[i] == NULL) continue;
-    mtc_block_retain(blocks[i]);
-    h->blocks[h->count++] = blocks[i];
+    if (blocks[i] != NULL) h->blocks[h->count++] = blocks[i];
   }
   pthread_mutex_lock(&held_lock);
   h->next = held_first;
@@ -148,13 +154,12 @@ static mtc_status check_launch(mtc_module *module, uint64_t function,
   return MTC_OK;
 }
 
-MTC_API mtc_status mtc_kernel_launch(mtc_module *module, uint64_t function,
-                                     uint64_t stream, const uint32_t *dims,
-                                     const void *params, uint64_t params_bytes,
-                                     const uint32_t *param_offsets,
-                                     uint32_t param_count,
-                                     mtc_block *const *blocks,
-                                     uint32_t block_count) {
+mtc_status mtc_launch_queue(mtc_module *module, uint64_t function,
+                            uint64_t stream, const uint32_t *dims,
+                            const void *params, uint64_t params_bytes,
+                            const uint32_t *param_offsets, uint32_t param_count,
+                            mtc_block *const *blocks, uint32_t block_count,
+                            void (*release)(mtc_block *block)) {
   mtc_status status = check_launch(module, function, stream, dims, params,
                                    params_bytes, param_offsets, param_count);
   if (status != MTC_OK) return status;
@@ -183,7 +188,7 @@ MTC_API mtc_status mtc_kernel_launch(mtc_module *module, uint64_t function,
     if (r != CUDA_SUCCESS) {
       status = mtc_cuda_fail(r, "mtc_kernel_launch: cuLaunchKernel");
     } else {
-      status = hold_blocks(cu, module->device, s, blocks, block_count);
+      status = hold_blocks(cu, module->device, s, blocks, block_count, release);
     }
   }
   mtc_context_scope_end(&scope);

@@ -328,15 +328,19 @@ size_t mtc_pinned_staging_max_bytes(void) {
   return size;
 }
 
+/* MTC_OK for a limit in range, else MTC_ERR_INVALID_ARGUMENT naming `what`. */
+static mtc_status check_limit(const char *what, uint64_t bytes) {
+  if (bytes >= MTC_PINNED_MIN_LIMIT && bytes <= MTC_PINNED_MAX_LIMIT) return MTC_OK;
+  return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                       "%s must be %llu .. %llu bytes, got %llu", what,
+                       (unsigned long long)MTC_PINNED_MIN_LIMIT,
+                       (unsigned long long)MTC_PINNED_MAX_LIMIT,
+                       (unsigned long long)bytes);
+}
+
 mtc_status mtc_pinned_set_limit(uint64_t bytes) {
-  if (bytes < MTC_PINNED_MIN_LIMIT || bytes > MTC_PINNED_MAX_LIMIT) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "the pinned pool's limit must be %llu .. %llu "
-                         "bytes, got %llu",
-                         (unsigned long long)MTC_PINNED_MIN_LIMIT,
-                         (unsigned long long)MTC_PINNED_MAX_LIMIT,
-                         (unsigned long long)bytes);
-  }
+  mtc_status status = check_limit("the pinned pool's limit", bytes);
+  if (status != MTC_OK) return status;
   pthread_once(&limit_once, init_limit);
   pthread_mutex_lock(&pool_lock);
   stats.limit = bytes;
@@ -348,14 +352,9 @@ mtc_status mtc_pinned_set_limit(uint64_t bytes) {
 }
 
 mtc_status mtc_pinned_set_held_limit(uint64_t bytes) {
-  if (bytes < MTC_PINNED_MIN_LIMIT || bytes > MTC_PINNED_MAX_LIMIT) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "the limit on pinned memory held by tensors and "
-                         "arenas must be %llu .. %llu bytes, got %llu",
-                         (unsigned long long)MTC_PINNED_MIN_LIMIT,
-                         (unsigned long long)MTC_PINNED_MAX_LIMIT,
-                         (unsigned long long)bytes);
-  }
+  mtc_status status =
+      check_limit("the limit on pinned memory held by tensors and arenas", bytes);
+  if (status != MTC_OK) return status;
   pthread_once(&limit_once, init_limit);
   pthread_mutex_lock(&pool_lock);
   stats.held_limit = bytes;

@@ -25,7 +25,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void stop_every_plan(void) {
   pthread_mutex_lock(&live_lock);
   for (mtc_plan *plan = live; plan != NULL; plan = plan->live_next) {
-    (void)mtc_plan_stop_reading(plan, EXIT_WAIT_MS);
+    (void)mtc_plan_read_stop(plan, EXIT_WAIT_MS);
   }
   pthread_mutex_unlock(&live_lock);
 }

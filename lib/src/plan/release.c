@@ -1,9 +1,7 @@
 /* release.c — the end of a plan: stop reading host memory (a runtime about
  * to free it, as at exit) and release everything the plan holds. */
 #include <stdlib.h>
-#include <time.h>
 
-#include "base/clock.h"
 #include "plan/exit.h"
 #include "plan/phase.h"
 #include "run/in_flight.h"
@@ -12,19 +10,7 @@ MTC_API mtc_status mtc_plan_stop_reading(mtc_plan *plan, uint32_t timeout_ms) {
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
   }
-  atomic_store(&plan->stop_reading, 1);
-  uint64_t deadline = mtc_clock_ns() + (uint64_t)timeout_ms * 1000000u;
-  /* Reads are memcpys and driver calls: short, so a poll is enough. */
-  while (atomic_load(&plan->reading)) {
-    if (mtc_clock_ns() >= deadline) {
-      return mtc_error_set(MTC_IN_PROGRESS,
-                           "mtc_plan_stop_reading: a read of host memory "
-                           "was still in progress after %u ms", timeout_ms);
-    }
-    struct timespec pause = {0, 50 * 1000};
-    nanosleep(&pause, NULL);
-  }
-  return MTC_OK;
+  return mtc_plan_read_stop(plan, timeout_ms);
 }
 
 MTC_API void mtc_plan_release(mtc_plan *plan) {

@@ -1,9 +1,13 @@
 /* plan_state.c — small things run/ and plan/ both do to a plan's state:
  * the caller's stream on the target, the stored error, and the guard
- * around every read of the leaves' host memory. */
+ * around every read of the leaves' host memory (and its closing, for
+ * mtc_plan_stop_reading and the exit handler). */
 #include "run/plan_state.h"
 
 #include <stdatomic.h>
+#include <time.h>
+
+#include "base/clock.h"
 
 void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf) {
   mtc_format(plan->error, sizeof plan->error, "%s", mtc_error_text());
@@ -39,4 +43,20 @@ void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion) {
   for (size_t k = 0; k < plan->pinned_count; k++) {
     mtc_block_use_end(plan->pinned[k], completion);
   }
+}
+
+mtc_status mtc_plan_read_stop(mtc_plan *plan, uint32_t timeout_ms) {
+  atomic_store(&plan->stop_reading, 1);
+  uint64_t deadline = mtc_clock_ns() + (uint64_t)timeout_ms * 1000000u;
+  /* Reads are memcpys and driver calls: short, so a poll is enough. */
+  while (atomic_load(&plan->reading)) {
+    if (mtc_clock_ns() >= deadline) {
+      return mtc_error_set(MTC_IN_PROGRESS,
+                           "mtc_plan_stop_reading: a read of host memory "
+                           "was still in progress after %u ms", timeout_ms);
+    }
+    struct timespec pause = {0, 50 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return MTC_OK;
 }

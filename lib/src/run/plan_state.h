@@ -186,4 +186,9 @@ void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion);
 mtc_status mtc_plan_read_begin(mtc_plan *plan);
 void mtc_plan_read_end(mtc_plan *plan);
 
+/* Closes the guard for good (mtc_plan_stop_reading, and the exit handler
+ * of plan/exit.c): no read may begin any more, and a read in progress is
+ * waited for, up to timeout_ms (then MTC_IN_PROGRESS, the last error set). */
+mtc_status mtc_plan_read_stop(mtc_plan *plan, uint32_t timeout_ms);
+
 #endif
