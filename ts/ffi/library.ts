@@ -215,7 +215,7 @@ function notFound(tried: Candidate[]): MtcError {
     where = `MTC_LIBRARY_PATH names ${tried[0]!.path}, which does not exist`;
   } else if (PACKAGED && !PREBUILT_PLATFORMS.includes(platformTag())) {
     // The platform is the news, not the paths looked at.
-    return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: ${buildHint()} (MTC_LIBRARY_PATH is not set)`);
+    return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: MTC_LIBRARY_PATH is not set, and ${buildHint()}`);
   } else {
     where = "MTC_LIBRARY_PATH is not set and there is " +
       tried.map((c) => `no ${c.source} at ${c.path}`).join(" and ");
