@@ -2,7 +2,8 @@
 // dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), with
 // declarations in dist/types/, and dist/bun.js, the entry Bun takes (the
 // "bun" condition of package.json's exports). `npm run build` runs this and
-// then puts the prebuilt libmtc.so into prebuilt/linux-x64/ (see package.json).
+// then puts the prebuilt libmtc.so of each platform into prebuilt/
+// (scripts/build-prebuilt.sh).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

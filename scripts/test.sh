@@ -108,6 +108,7 @@ suite "C tests (zig build test)" "$ZIG" build test --summary all
 suite "C tests under ThreadSanitizer (zig build test -Dtsan)" "$ZIG" build test -Dtsan
 suite "C tests under AddressSanitizer + UBSan (zig build test -Dsanitize=address)" "$ZIG" build test -Dsanitize=address
 suite "exported symbols" exports_only_mtc
+suite "linux-arm64 under qemu-aarch64: the C tests and the C example (skips without qemu: one line)" bash scripts/test-arm64.sh
 suite "C example, emulated driver: to cuda:0 (examples/c/copy_batch.c)" c_example MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2
 suite "C example, no driver: the host path (examples/c/copy_batch.c)" c_example -u MTC_CUDA_DRIVER
 suite "Python example, emulated driver: to cuda:0 and back (examples/python/copy_batch.py)" \

@@ -15,7 +15,7 @@ np.from_dlpack on host copies. Exits 0 when every check passed.
 
 The library is MTC_LIBRARY_PATH, else the repository's zig-out/lib/libmtc.so,
 else (in an installed npm package, which ships this file) the package's
-prebuilt/linux-x64/libmtc.so.
+prebuilt/linux-x64/libmtc.so, or prebuilt/linux-arm64/libmtc.so on arm64.
 MTC_REQUIRE_GPU=1 makes the absence of a CUDA device an error.
 """
 
@@ -85,8 +85,9 @@ WRITTEN_FOR = 100  # mtc_version_number() of libmtc 0.1.0, whose ABI this file d
 
 def load_library() -> ctypes.CDLL:
     root = Path(__file__).resolve().parents[2]  # the repository, or the installed package
+    cpu = {"x86_64": "x64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
     tried = [os.environ["MTC_LIBRARY_PATH"]] if os.environ.get("MTC_LIBRARY_PATH") else [
-        str(root / "zig-out/lib/libmtc.so"), str(root / "prebuilt/linux-x64/libmtc.so")]
+        str(root / "zig-out/lib/libmtc.so"), str(root / f"prebuilt/linux-{cpu}/libmtc.so")]
     path = next((p for p in tried if Path(p).exists()), None)
     if path is None:
         sys.exit(f"copy_batch.py: no libmtc at {' or '.join(tried)}: build it (zig build) or set MTC_LIBRARY_PATH")

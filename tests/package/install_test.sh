@@ -60,7 +60,7 @@ expect_output() {
 VERSION=$(node -p 'require("./package.json").version')
 NAME=$(node -p 'require("./package.json").name')
 
-step "npm pack (prepack builds dist/ with tsup and prebuilt/linux-x64/libmtc.so)"
+step "npm pack (prepack builds dist/ with tsup, and libmtc.so for linux-x64 and linux-arm64 in prebuilt/)"
 npm pack --pack-destination "$WORK" --loglevel=error >"$WORK/pack.log" 2>&1 || { cat "$WORK/pack.log"; fail "npm pack"; }
 TARBALL=$WORK/$NAME-$VERSION.tgz
 [ -f "$TARBALL" ] || { cat "$WORK/pack.log"; fail "npm pack made no $TARBALL"; }
@@ -69,14 +69,14 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/bun.js dist/types/mod.d.ts prebuilt/linux-x64/libmtc.so \
-  prebuilt/linux-x64/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
+  prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-x64/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
 echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and its map, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
-  "prebuilt/linux-x64/libmtc.so and libcuda-emulated.so, $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
+  "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
@@ -90,30 +90,59 @@ node -e '
   "$ROOT/dist/mod.js.map" || fail "dist/mod.js.map does not carry the sources (ts/copy/start_copy.ts)"
 echo "dist/mod.js.map maps to ts/ with the sources inlined"
 
-step "prebuilt libmtc.so: glibc 2.28 at most, mtc_ symbols only"
+step "prebuilt libmtc.so, linux-x64 and linux-arm64: its CPU, glibc 2.28 at most, mtc_ symbols only, the same kernels"
 mkdir "$WORK/unpacked"
 tar -xzf "$TARBALL" -C "$WORK/unpacked"
-SO=$WORK/unpacked/package/prebuilt/linux-x64/libmtc.so
-newest=$(objdump -T "$SO" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
-[ "$(printf '%s\n' "$newest" 2.28 | sort -V | tail -1)" = 2.28 ] || fail "libmtc.so needs GLIBC_$newest (more than 2.28)"
-bad=$(nm -D --defined-only "$SO" | awk '{print $3}' | grep -v '^mtc_' || true)
-[ -z "$bad" ] || fail "libmtc.so exports symbols outside mtc_: $bad"
-echo "needs GLIBC_$newest at most; exports $(nm -D --defined-only "$SO" | grep -c ' mtc_') mtc_ symbols"
+PREBUILT=$WORK/unpacked/package/prebuilt
+SO=$PREBUILT/linux-x64/libmtc.so
+for platform in "linux-x64:X86-64" "linux-arm64:AArch64"; do
+  folder=${platform%%:*}
+  for lib in "$PREBUILT/$folder/libmtc.so" "$PREBUILT/$folder/libcuda-emulated.so"; do
+    name=$folder/$(basename "$lib")
+    machine=$(readelf -h "$lib" | sed -nE 's/^ *Machine: *//p')
+    [[ "$machine" == *"${platform#*:}" ]] || fail "$name is built for $machine, not ${platform#*:}"
+    newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+    [ "$(printf '%s\n' "$newest" 2.28 | sort -V | tail -1)" = 2.28 ] || fail "$name needs GLIBC_$newest (more than 2.28)"
+  done
+  lib=$PREBUILT/$folder/libmtc.so
+  bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^mtc_' || true)
+  [ -z "$bad" ] || fail "$folder/libmtc.so exports symbols outside mtc_: $bad"
+  echo "$folder: $machine; libmtc.so and libcuda-emulated.so need GLIBC_2.28 at most; libmtc.so exports $(nm -D --defined-only "$lib" | grep -c ' mtc_') mtc_ symbols"
+done
+[ "$(nm -D --defined-only "$SO" | awk '{print $3}' | sort)" = "$(nm -D --defined-only "$PREBUILT/linux-arm64/libmtc.so" | awk '{print $3}' | sort)" ] ||
+  fail "linux-x64/libmtc.so and linux-arm64/libmtc.so export different functions"
+# The kernels are GPU code, one fatbin whatever the host CPU: both embed the same bytes.
+fatbins=$(python3 - "$SO" "$PREBUILT/linux-arm64/libmtc.so" <<'PY'
+import hashlib, struct, sys
+for path in sys.argv[1:]:
+    data = open(path, "rb").read()
+    at = data.find(bytes.fromhex("50ed55ba"))  # a fatbin's magic, 0xBA55ED50
+    if at < 0:
+        print("none")
+        continue
+    header, size = struct.unpack_from("<H", data, at + 6)[0], struct.unpack_from("<Q", data, at + 8)[0]
+    print(hashlib.sha256(data[at:at + header + size]).hexdigest())
+PY
+)
+if [ "$(head -1 <<<"$fatbins")" = none ]; then
+  [ "${MTC_SETUP_NVCC:-1}" = 0 ] || fail "linux-x64/libmtc.so embeds no fatbin"
+  echo "no kernels (MTC_SETUP_NVCC=0)"
+else
+  [ "$(sort -u <<<"$fatbins" | wc -l)" = 1 ] || fail "linux-x64 and linux-arm64 embed different kernels: $(tr '\n' ' ' <<<"$fatbins")"
+  echo "the same exports and the same fatbin (sha256 $(head -c 16 <<<"$fatbins")...) in both"
+fi
 
 step "prebuilt libmtc.so and libcuda-emulated.so: stripped, and no path of the machine that built them"
-EMULATED=$WORK/unpacked/package/prebuilt/linux-x64/libcuda-emulated.so
 zig_lib=$(dirname "$(readlink -f "$ZIG")")
-for lib in "$SO" "$EMULATED"; do
-  name=$(basename "$lib")
+for lib in "$PREBUILT"/linux-{x64,arm64}/lib{mtc,cuda-emulated}.so; do
+  name=$(basename "$(dirname "$lib")")/$(basename "$lib")
   debug=$(readelf -S --wide "$lib" | grep -oE '\.(z?debug|gnu_debuglink)[a-z_.]*' | sort -u | tr '\n' ' ' || true)
   [ -z "$debug" ] || fail "$name carries debug sections: $debug"
   leaks=$(strings -n 4 "$lib" | grep -F -e "$ROOT" -e "$zig_lib" -e "${HOME:-/nonexistent-home}/" -e ".zig-cache" -e ".cache/zig" -e "/tmp/" || true)
   leaks+=$(strings -n 4 "$lib" | grep -E '/[^ ]*\.(c|h|cu|cuh|zig)\b' || true)
   [ -z "$leaks" ] || fail "$name names paths of the build machine: $(head -5 <<<"$leaks")"
 done
-newest=$(objdump -T "$EMULATED" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
-[ "$(printf '%s\n' "$newest" 2.28 | sort -V | tail -1)" = 2.28 ] || fail "libcuda-emulated.so needs GLIBC_$newest (more than 2.28)"
-echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path; the emulated driver needs GLIBC_$newest at most"
+echo "no debug sections; names neither the checkout ($ROOT), nor the toolchain, nor a source file's path"
 
 step "links in the shipped files (Markdown, doc comments of dist/): each resolves inside the tarball"
 "$DENO" run --allow-read tests/package/check_links.ts "$WORK/unpacked/package" || fail "a shipped file links to what the tarball lacks (tests/package/check_links.ts)"
@@ -126,13 +155,13 @@ node -e '
   }' "$WORK/unpacked/package/package.json" || fail "the package has runtime dependencies"
 echo "none (devDependencies are not installed by users)"
 
-step "package.json: os linux, cpu x64, so that npm refuses other platforms (npm told it runs on darwin, then on arm64)"
+step "package.json: os linux, cpu x64 and arm64, so that npm refuses other platforms (npm told it runs on darwin, then on ppc64)"
 node -e '
   const p = require(process.argv[1]);
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  if (!same(p.os, ["linux"]) || !same(p.cpu, ["x64"])) { console.error(`os ${JSON.stringify(p.os)}, cpu ${JSON.stringify(p.cpu)}`); process.exit(1); }
-  ' "$WORK/unpacked/package/package.json" || fail "package.json should say os [\"linux\"] and cpu [\"x64\"] (the one prebuilt library)"
-for fake in "platform darwin" "arch arm64"; do
+  if (!same(p.os, ["linux"]) || !same(p.cpu, ["x64", "arm64"])) { console.error(`os ${JSON.stringify(p.os)}, cpu ${JSON.stringify(p.cpu)}`); process.exit(1); }
+  ' "$WORK/unpacked/package/package.json" || fail "package.json should say os [\"linux\"] and cpu [\"x64\", \"arm64\"] (the prebuilt libraries)"
+for fake in "platform darwin" "arch ppc64"; do
   set -- $fake
   mkdir -p "$WORK/refused-$2"
   printf "Object.defineProperty(process, '%s', { value: '%s' });\n" "$1" "$2" >"$WORK/refused-$2/as-$2.cjs"
@@ -216,6 +245,13 @@ expect_output "error as expected" "$BUN" smoke_mod.ts \
   --expect-error "no packaged library at $APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so"
 expect_output "error as expected" "${DENO_RUN[@]}" smoke.ts --expect-error "the npm package ships libmtc for linux-x64"
 mv "$WORK/moved.so" "$APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so"
+step "library lookup by the CPU (Bun told it runs on arm64, then on ppc64): prebuilt/linux-arm64, else an error naming the platforms"
+for arch in arm64 ppc64; do printf "Object.defineProperty(process, 'arch', { value: '%s' });\n" "$arch" >"as-$arch.js"; done
+# An aarch64 library does not load on this x86-64 machine: the error names the one chosen.
+expect_output "error as expected" "$BUN" --preload ./as-arm64.js smoke.ts \
+  --expect-error "could not load libmtc from $APP/node_modules/$NAME/prebuilt/linux-arm64/libmtc.so (packaged library)"
+expect_output "error as expected" "$BUN" --preload ./as-ppc64.js smoke.ts --expect-error \
+  "this machine is linux-ppc64, for which the npm package has no libmtc (it ships linux-x64 and linux-arm64 with glibc 2.28 or newer)"
 
 step "bundling with Bun (docs/INSTALL.md, \"Bundling and single-file executables\"), run from another folder"
 # bun build --compile embeds the library (the package's Bun entry imports it as a file); --outdir copies it beside the bundle.

@@ -1,7 +1,7 @@
 // Loading libmtc, its version, status names, and the FFI helpers.
 import { Status, statusName } from "../../ts/base/errors.ts";
 import { currentBackend, library, loadLibrary, requireSymbol } from "../../ts/ffi/library.ts";
-import { localBuildPath } from "../../ts/ffi/lookup.ts";
+import { localBuildPath, platformTag, PREBUILT_PLATFORMS, prebuiltTag } from "../../ts/ffi/lookup.ts";
 import { EXPECTED_VERSION_NUMBER, symbols } from "../../ts/ffi/symbols.ts";
 import { cudaDeviceCount, libraryVersion, MtcError, poolStats, startCopy } from "../../ts/mod.ts";
 import { checkLibraryStaysMapped } from "./mapping.ts";
@@ -25,6 +25,16 @@ test("library: a file that is not a library is rethrown with its cause", () => {
 test("library: the local build path is at the repository root", () => {
   assert(localBuildPath().endsWith("/zig-out/lib/libmtc.so"), localBuildPath());
   assert(!localBuildPath().includes("/ts/"), localBuildPath());
+});
+
+test("library: the prebuilt folder is chosen by the runtime's CPU name (Bun's and Deno's)", () => {
+  assertEquals(prebuiltTag("linux", "x64"), "linux-x64");
+  assertEquals(prebuiltTag("linux", "x86_64"), "linux-x64");
+  assertEquals(prebuiltTag("linux", "arm64"), "linux-arm64");
+  assertEquals(prebuiltTag("linux", "aarch64"), "linux-arm64");
+  assertEquals(prebuiltTag("linux", "ppc64"), "linux-ppc64");
+  assertEquals([...PREBUILT_PLATFORMS], ["linux-x64", "linux-arm64"]);
+  assert(PREBUILT_PLATFORMS.includes(platformTag()), `this machine, ${platformTag()}, has a prebuilt folder`);
 });
 
 test("library: loads, and its version matches the bindings", () => {

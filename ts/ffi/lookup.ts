@@ -50,20 +50,44 @@ function filePath(url: URL): string | undefined {
   return url.protocol === "file:" ? decodeURIComponent(url.pathname) : undefined;
 }
 
-/** "linux-x64", "linux-arm64", "darwin-arm64", ...: the folder of prebuilt/ for this machine. */
+/**
+ * The platforms the npm package ships a prebuilt libmtc for, each in
+ * prebuilt/<platform>/ (glibc 2.28 or newer). linux-arm64 (Grace Hopper
+ * hosts) is cross-built by Zig; its host path is tested under an emulator,
+ * its GPU path has not run on a GPU.
+ */
+export const PREBUILT_PLATFORMS: readonly string[] = ["linux-x64", "linux-arm64"];
+
+/**
+ * "linux-x64", "linux-arm64", "darwin-arm64", ...: the folder of prebuilt/
+ * for an OS and a CPU as the runtime names them (Bun's process.arch says
+ * "x64" and "arm64", Deno's Deno.build.arch "x86_64" and "aarch64"); another
+ * CPU keeps its runtime's name.
+ *
+ * @example
+ * ```ts
+ * prebuiltTag("linux", "aarch64"); // "linux-arm64"
+ * ```
+ */
+export function prebuiltTag(os: string, arch: string): string {
+  const name = arch === "x86_64" || arch === "x64" ? "x64" : arch === "aarch64" || arch === "arm64" ? "arm64" : arch;
+  return `${os}-${name}`;
+}
+
+/** prebuiltTag for this machine: Deno.build.arch under Deno, process.arch under Bun. */
 export function platformTag(): string {
   const g = globalThis as unknown as { Deno?: { build?: { arch?: string } }; process?: { arch?: string } };
   const arch = runtime === "deno" ? g.Deno?.build?.arch : g.process?.arch;
-  const name = arch === "x86_64" || arch === "x64" ? "x64" : arch === "aarch64" || arch === "arm64" ? "arm64" : arch ?? "unknown";
-  return `${platform()}-${name}`;
+  return prebuiltTag(platform(), arch ?? "unknown");
 }
 
 /**
  * Where the npm package keeps its prebuilt library for this machine, or
- * undefined when this module is not the package's bundle (or not a file).
+ * undefined when this module is not the package's bundle (or not a file),
+ * or the package has no library for this machine.
  */
 export function packagedLibraryPath(): string | undefined {
-  if (!PACKAGED) return undefined;
+  if (!PACKAGED || !PREBUILT_PLATFORMS.includes(platformTag())) return undefined;
   return filePath(new URL(`prebuilt/${platformTag()}/${libraryFileName()}`, rootUrl()));
 }
 
@@ -160,7 +184,8 @@ export function candidates(path: string | undefined, p: Placement = currentPlace
   if (p.executable !== undefined) add(folderOf(p.executable) + name, "library beside the executable");
   const bundle = inBunfs(p.moduleUrl) || (p.executable === undefined && inBundle(p));
   const root = new URL(p.packaged ? "../" : "../../", p.moduleUrl);
-  const packaged = p.packaged && !bundle ? filePath(new URL(`prebuilt/${platformTag()}/${name}`, root)) : undefined;
+  const shipped = PREBUILT_PLATFORMS.includes(platformTag());
+  const packaged = p.packaged && !bundle && shipped ? filePath(new URL(`prebuilt/${platformTag()}/${name}`, root)) : undefined;
   // The Bun entry's import is the linux-x64 library; unbundled, it is the packaged library itself.
   if (p.bunEntryLibrary !== undefined && platformTag() === "linux-x64") {
     // A bundle's copy is named relative to the bundle (`bun build --outdir`), not to the working directory.
@@ -192,7 +217,13 @@ export function buildHint(p: Placement = currentPlacement()): string {
       `to a ${name}, or keep the package out of the bundle (docs/INSTALL.md, "Bundling and single-file executables")`;
   }
   if (p.packaged) {
-    return `the npm package ships libmtc for linux-x64 with glibc 2.28 or newer (this machine: ${platformTag()}); ` +
+    const shipped = `${PREBUILT_PLATFORMS.join(" and ")} with glibc 2.28 or newer`;
+    const tag = platformTag();
+    if (!PREBUILT_PLATFORMS.includes(tag)) {
+      return `this machine is ${tag}, for which the npm package has no libmtc (it ships ${shipped}); ` +
+        "build libmtc from source for it and set MTC_LIBRARY_PATH to it";
+    }
+    return `the npm package ships libmtc for ${shipped} (this machine: ${tag}); ` +
       "elsewhere, build libmtc from source and set MTC_LIBRARY_PATH to it";
   }
   return "build it with `npm run build:lib` (or `.tools/zig build`), or set MTC_LIBRARY_PATH to a libmtc shared library";
@@ -208,6 +239,9 @@ export function notFound(tried: readonly Candidate[], p: Placement = currentPlac
     where = `looked for ${tried[0]!.path}, which does not exist`;
   } else if (tried[0]!.source === "MTC_LIBRARY_PATH") {
     where = `MTC_LIBRARY_PATH names ${tried[0]!.path}, which does not exist`;
+  } else if (p.packaged && !PREBUILT_PLATFORMS.includes(platformTag())) {
+    // The platform is the news, not the paths looked at.
+    return new MtcError(Status.MTC_ERR_UNSUPPORTED, `libmtc not found: MTC_LIBRARY_PATH is not set, and ${buildHint(p)}`);
   } else {
     where = "MTC_LIBRARY_PATH is not set and there is " +
       tried.map((c) => `no ${c.source} at ${c.path}`).join(" and ");
