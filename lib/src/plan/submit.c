@@ -12,9 +12,16 @@
 #include "run/in_flight.h"
 #include "run/transfer.h"
 
-/* Adds pinned `block` (one reference, taken by the caller) to the plan's;
- * -1 when out of memory (the reference is dropped). */
+/* Adds pinned `block` (one reference, taken by the caller) to the plan's,
+ * or drops that reference when the plan holds the block already; -1 when
+ * out of memory (the reference is dropped). */
 static int hold_pinned(mtc_plan *plan, mtc_block *block, size_t *capacity) {
+  for (size_t k = 0; k < plan->pinned_count; k++) {
+    if (plan->pinned[k] == block) {
+      mtc_block_release(block);
+      return 0;
+    }
+  }
   if (plan->pinned_count == *capacity) {
     size_t grown = *capacity ? *capacity * 2 : 4;
     mtc_block **more = realloc(plan->pinned, grown * sizeof *more);
@@ -51,12 +58,7 @@ static mtc_status find_pinned_sources(mtc_plan *plan, mtc_region **out) {
         leaf->bytes > block->bytes - (leaf->address - block->address)) {
       mtc_block *found = mtc_block_find_pinned(leaf->address, leaf->bytes);
       if (found == NULL) continue;
-      int held = 0;
-      for (size_t k = 0; k < plan->pinned_count && !held; k++) {
-        held = plan->pinned[k] == found;
-      }
-      if (held) mtc_block_release(found);
-      else if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
+      if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
       block = last = found;
     }
     if (*out == NULL) {
@@ -87,12 +89,7 @@ static mtc_status find_pinned_destinations(mtc_plan *plan) {
     }
     mtc_block *found = mtc_block_find_pinned(dst->address, dst->bytes);
     if (found == NULL) continue;
-    int held = 0;
-    for (size_t k = 0; k < plan->pinned_count && !held; k++) {
-      held = plan->pinned[k] == found;
-    }
-    if (held) mtc_block_release(found);
-    else if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
+    if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
     if (plan->direct_dst == NULL) {
       plan->direct_dst = calloc(plan->leaf_count, 1);
       if (plan->direct_dst == NULL) goto out_of_memory;
