@@ -96,7 +96,7 @@ pinnedTest("reset waits for the copy that reads the arena, then empties the old 
   using arena = Arena.create(4096);
   const a = arena.array("uint8", 1000);
   a.fill(7);
-  await withCopyDelay(30_000, async () => {
+  await withCopyDelay(150_000, async () => { // long enough that a late timer still finds the copy running
     const handle = startCopy({ a }, "cuda:0");
     assert(arena.busy, "busy while the copy reads it");
     assertSame(arena.tryReset(), false, "tryReset refuses while busy");
