@@ -120,6 +120,7 @@ const device_tests = [_][]const u8{
     "test_into_rules",
     "test_user_kernels",
     "test_pinned_direct",
+    "test_threads",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
