@@ -12,7 +12,7 @@
  * Each also prints one copy's staging counters (bytes staged, leaves read
  * in place).
  */
-import { Arena, copyInto, disposeAll, pinnedArray, startArenaCopy, startCopy, Tensor } from "../ts/mod.ts";
+import { Arena, copyInto, disposeAll, pinnedArray, startArenaCopy, startCopy } from "../ts/mod.ts";
 import { makeExampleBatch } from "../examples/example_batch.ts";
 import { makeMixedBatch } from "./mixed_batch.ts";
 import type { ScenarioResult, Series } from "./report.ts";
@@ -99,23 +99,13 @@ export async function pinnedScenarios(b: PinnedBench): Promise<ScenarioResult[]>
   return results;
 }
 
-/** A copy of `value` whose tensors are new pageable arrays (structuredClone would drop the Tensor class). */
-function pageableCopy(value: unknown): unknown {
-  if (value instanceof Tensor) return new Tensor((value.data as Uint8Array).slice(), value.shape, value.dtype);
-  if (ArrayBuffer.isView(value)) return (value as unknown as { slice(): unknown }).slice();
-  if (Array.isArray(value)) return value.map(pageableCopy);
-  if (value instanceof Map) return new Map([...value].map(([k, v]) => [k, pageableCopy(v)]));
-  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, pageableCopy(v)]));
-  return value;
-}
-
 /** S4p: copyInto from cuda:0 into arena destinations, and into pageable arrays, alternating. */
 function intoArena(b: PinnedBench): ScenarioResult {
   const batch = makeExampleBatch(4);
   const onGpu = startCopy(batch, "cuda:0").get();
   const arena = Arena.create(1 << 20);
   const pinnedDest = arena.consolidate(batch);
-  const pageableDest = pageableCopy(batch);
+  const pageableDest = startCopy(batch, "cpu", { copyHostLeaves: true }).get(); // fresh pageable arrays, same structure
   const pinned: number[] = [], pageable: number[] = [];
   for (let i = 0; i < b.runs * 2; i++) {
     const into = i % 2 === 0 ? pinnedDest : pageableDest;
