@@ -184,6 +184,24 @@ pinnedTest("consolidate refuses what does not fit, taking nothing; strided tenso
   assertThrows(() => arena.consolidate({ x: [strided] }), MtcError, "batch.x[0]");
 });
 
+pinnedTest("consolidate reads each leaf once: a getter that detaches an earlier leaf's buffer, or a reassigned shape, is an MtcError with the path; nothing taken", () => {
+  using arena = Arena.create(1 << 16);
+  const early = new Float32Array(8).fill(1);
+  const batch = {
+    a: early,
+    get b() {
+      (early.buffer as ArrayBuffer).transfer(); // detaches a's buffer after it was read
+      return new Float32Array(4);
+    },
+  };
+  assertThrows(() => arena.consolidate(batch), MtcError, "batch.a: its buffer was detached");
+  assertSame(arena.used, 0, "nothing taken");
+  const t = new Tensor(new Float32Array(6), [2, 3]);
+  (t as { shape: readonly number[] }).shape = [100, 100];
+  const copy = arena.consolidate({ t }) as { t: Tensor };
+  assertEquals(copy.t.shape, [2, 3], "the shape the constructor froze");
+});
+
 pinnedTest("the held limit is its own: refused with a message naming it, nothing leaks", async () => {
   const before = poolStats();
   setPinnedHeldLimit(2 << 20);

@@ -8,8 +8,9 @@
 
 import { Arena, ARENA_ALIGNMENT, setConsolidateHook } from "../tensor/arena.ts";
 import type { DeviceTensor } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
-import { Tensor } from "../tensor/tensor.ts";
+import { type DType, DTYPE_SIZE, isDType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
+import { constructedShape, Tensor } from "../tensor/tensor.ts";
+import { elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
@@ -21,6 +22,9 @@ import { startCopy } from "./start_copy.ts";
 /** A leaf to write into the arena: what it is, as read once, and where its copy goes. */
 interface Pending {
   readonly bytes: Uint8Array;
+  /** bytes.byteLength when it was read (a getter later in the walk may detach the buffer). */
+  readonly size: number;
+  readonly path: string;
   readonly dtype: DType;
   readonly shape: readonly number[] | null; // null: a bare typed array
   readonly place: (value: unknown) => void;
@@ -40,13 +44,19 @@ function bytesOf(view: ArrayBufferView): Uint8Array {
 function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pending[], seen: Set<object>, place: (v: unknown) => void): unknown {
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Tensor) {
-    const data = value.data, dtype = value.dtype, shape = value.shape;
+    // Each field read once; the shape its constructor froze, whatever the field says now.
+    const data = value.data, dtype = value.dtype, shape = constructedShape(value) ?? value.shape;
     if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
-    pending.push({ bytes: bytesOf(data), dtype, shape, place });
+    const bytes = bytesOf(data);
+    if (!isDType(dtype) || bytes.byteLength !== elementCount(shape) * DTYPE_SIZE[dtype]) {
+      throw leafError(node, key, "the Tensor's data and dtype do not hold its shape (a field reassigned since it was made?)");
+    }
+    pending.push({ bytes, size: bytes.byteLength, path: formatPath(node, key), dtype, shape, place });
     return undefined;
   }
   if (isTypedArray(value)) {
-    pending.push({ bytes: bytesOf(value), dtype: naturalDType(value)!, shape: null, place });
+    const bytes = bytesOf(value);
+    pending.push({ bytes, size: bytes.byteLength, path: formatPath(node, key), dtype: naturalDType(value)!, shape: null, place });
     return undefined;
   }
   if (seen.has(value)) throw leafError(node, key, "the batch contains itself (a cycle)");
@@ -84,7 +94,13 @@ function consolidate(arena: Arena, batch: unknown): unknown {
   const pending: Pending[] = [];
   const root: unknown[] = [undefined];
   root[0] = mirror(batch, null, undefined, pending, new Set(), (v) => (root[0] = v));
-  // Nothing is taken unless every leaf fits.
+  // The walk ran the caller's getters: a buffer read early may have been detached since.
+  for (const leaf of pending) {
+    if (leaf.bytes.byteLength !== leaf.size) {
+      throw invalidArgument(`Arena.consolidate: batch${leaf.path}: its buffer was detached or shrunk while the batch was read`, leaf.path);
+    }
+  }
+  // Nothing is taken unless every leaf fits; no code of the caller's runs from here on.
   let end = arena.used;
   for (const leaf of pending) end = Math.ceil(end / ARENA_ALIGNMENT) * ARENA_ALIGNMENT + leaf.bytes.byteLength;
   if (end > arena.capacity) {

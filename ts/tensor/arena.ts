@@ -7,7 +7,7 @@
  */
 
 import { type DType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
-import { Tensor, trustedTensor } from "./tensor.ts";
+import { constructedShape, Tensor, trustedTensor } from "./tensor.ts";
 import { type DeviceTensor, twinOf } from "./device_tensor.ts";
 import { vectorShape } from "./shape.ts";
 import { pinnedBuffer, releasePinned } from "./host_output.ts";
@@ -110,9 +110,13 @@ export class Arena {
         `${call}: ${bytes} bytes do not fit the arena (${this.#used} of ${this.#capacity} bytes used); reset() it for the next batch or create a larger one`,
       );
     }
-    this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);
     this.#used = offset + bytes;
-    return { buffer: this.#epoch, offset };
+    return { buffer: this.#batchBuffer(), offset };
+  }
+
+  /** The buffer the current batch's views share, made at its first use (it holds a reference to the block). */
+  #batchBuffer(): ArrayBuffer {
+    return this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);
   }
 
   /** The next tensor of `dtype` and `shape` in the arena, contents undefined. */
@@ -156,7 +160,8 @@ export class Arena {
     const offset = ArrayBuffer.isView(data) ? this.offsetOf(data) : undefined;
     if (offset === undefined) throw invalidArgument("Arena.twin: the leaf is no tensor of this arena's current batch (another arena's, or handed out before a reset)");
     const dtype = leaf instanceof Tensor ? leaf.dtype : naturalDType(data)!;
-    const shape = leaf instanceof Tensor ? leaf.shape : vectorShape(data.length / valuesPerElement(dtype));
+    // The shape the constructor froze, not a field reassigned since.
+    const shape = leaf instanceof Tensor ? constructedShape(leaf) ?? leaf.shape : vectorShape(data.length / valuesPerElement(dtype));
     const bytes = leaf instanceof Tensor ? leaf.byteLength : viewByteLengthOf(data);
     return twinOf(onDevice, offset, bytes, dtype, shape, "Arena.twin");
   }
@@ -205,8 +210,7 @@ export class Arena {
   /** @internal The current batch's used bytes as one Uint8Array (the whole-arena copy). */
   usedBytes(): Uint8Array {
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "the arena was disposed");
-    this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);
-    return new Uint8Array(this.#epoch, 0, this.#used);
+    return new Uint8Array(this.#batchBuffer(), 0, this.#used);
   }
 
   /**
