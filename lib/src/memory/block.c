@@ -107,8 +107,7 @@ mtc_block *mtc_block_find_pinned(uint64_t address, uint64_t bytes) {
   size_t at = registry_lower_bound(address + 1);
   if (at > 0) {
     mtc_block *block = registry[at - 1];
-    if (address >= block->address && bytes <= block->bytes &&
-        address - block->address <= block->bytes - bytes) {
+    if (mtc_block_holds(block, address, bytes)) {
       /* A block whose last reference is going is being freed: not found. */
       uint_fast64_t refs = atomic_load(&block->refs);
       while (refs > 0 && !atomic_compare_exchange_weak(&block->refs, &refs,

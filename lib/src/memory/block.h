@@ -53,6 +53,13 @@ typedef struct mtc_block_counters {
 
 void mtc_block_get_counters(mtc_block_counters *out);
 
+/* Does block hold all of [address, address + bytes)? */
+static inline int mtc_block_holds(const mtc_block *block, uint64_t address,
+                                  uint64_t bytes) {
+  return address >= block->address && bytes <= block->bytes &&
+         address - block->address <= block->bytes - bytes;
+}
+
 /* The live pinned block that holds all of [address, address + bytes), with
  * one new reference, or NULL. Any thread. */
 mtc_block *mtc_block_find_pinned(uint64_t address, uint64_t bytes);

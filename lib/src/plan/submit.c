@@ -53,9 +53,7 @@ static mtc_status find_pinned_sources(mtc_plan *plan, mtc_region **out) {
     }
     /* Leaves of one block come in runs: check the last one first. */
     const mtc_block *block = last;
-    if (block == NULL || leaf->address < block->address ||
-        leaf->address - block->address > block->bytes ||
-        leaf->bytes > block->bytes - (leaf->address - block->address)) {
+    if (block == NULL || !mtc_block_holds(block, leaf->address, leaf->bytes)) {
       mtc_block *found = mtc_block_find_pinned(leaf->address, leaf->bytes);
       if (found == NULL) continue;
       if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
