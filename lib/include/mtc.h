@@ -83,6 +83,9 @@
  *   mtc/pinned.h         pinned host memory the caller holds (pinned tensors,
  *                        arenas), read and written in place by copies; its
  *                        limit
+ *   mtc/owner.h          owners: the references each thread holds, given
+ *                        back when it exits, and parcels that move them
+ *                        between threads
  */
 #ifndef MTC_H
 #define MTC_H
@@ -116,6 +119,7 @@ extern "C" {
 #include "mtc/into.h"
 #include "mtc/kernels.h"
 #include "mtc/pinned.h"
+#include "mtc/owner.h"
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,112 @@
+/* mtc/owner.h — owners: which thread holds which references, so that what a
+ * thread held is given back when it ends, and results move between threads.
+ * Part of mtc.h, which includes every topic in order: include mtc.h. */
+#ifndef MTC_PUBLIC_OWNER_H
+#define MTC_PUBLIC_OWNER_H
+
+#ifndef MTC_H
+#error "include mtc.h, not mtc/owner.h"
+#endif
+
+/* ---------------------------------------------------------------- owners */
+
+/* An owner is a ledger of references (to blocks, plans and events), kept in
+ * C so that nothing depends on the holder's heap: a runtime's worker can be
+ * terminated without an event (Deno frees its heap at once), and what it
+ * held is still released, exactly once. Three uses:
+ *  - a thread's owner (MTC_OWNER_THREAD): released with everything in it
+ *    when the thread that created it exits (a thread-local destructor), so a
+ *    terminated worker's plans, blocks and pinned memory go back by
+ *    themselves once its thread is gone;
+ *  - a parcel (MTC_OWNER_PARCEL): references in transit from one thread to
+ *    another; the receiver takes it whole (mtc_owner_take). A parcel
+ *    belongs to no thread: it outlives its sender, and lasts until it is
+ *    taken, released, dropped with its sender's other parcels, or the
+ *    process exits;
+ *  - any other grouping a C caller likes (flags 0), released explicitly.
+ * Owners and refs are nonzero 64-bit ids, never reused, below 2^53 (exact
+ * as JavaScript numbers). Every call here is safe from any thread. */
+typedef uint64_t mtc_owner;
+typedef uint64_t mtc_ref;
+
+/* What a ref holds; each is released the way its kind is. */
+typedef enum mtc_ref_kind {
+  MTC_REF_BLOCK = 1, /* mtc_block_release */
+  MTC_REF_PLAN = 2,  /* mtc_plan_release (waits for the copy in flight) */
+  MTC_REF_EVENT = 3  /* mtc_event_release */
+} mtc_ref_kind;
+
+enum {
+  /* Released when the creating thread exits. */
+  MTC_OWNER_THREAD = 1u << 0,
+  /* In transit: `sender` names the owner that made it. */
+  MTC_OWNER_PARCEL = 1u << 1
+};
+
+/* Creates an owner. flags: 0, MTC_OWNER_THREAD or MTC_OWNER_PARCEL (not
+ * both); sender: for a parcel, the owner sending it (0 for none), else
+ * ignored. */
+MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
+                                    mtc_owner *out);
+
+/* Releases every reference the owner holds, each as its kind is (a plan
+ * first stops reading host memory, then waits for its device work), and
+ * ends the owner: its refs become unknown, and releasing one later is
+ * ignored. An owner already ended, or never made: MTC_ERR_INVALID_ARGUMENT.
+ * Undefined: a thread still using a plan, block or event of the owner's
+ * through its pointer (a thread's own owner is released at its exit, when
+ * it cannot). */
+MTC_API mtc_status mtc_owner_release(mtc_owner owner);
+
+/* 1 while the owner exists, 0 once it ended (released, taken, or its
+ * thread exited). */
+MTC_API int32_t mtc_owner_alive(mtc_owner owner);
+
+/* How many references the owner holds; -1 once it ended. */
+MTC_API int64_t mtc_owner_ref_count(mtc_owner owner);
+
+/* Parcels not yet taken or released, for leak checks. */
+MTC_API uint64_t mtc_parcels_live(void);
+
+/* Takes a new reference to block (mtc_block_retain) for owner; returns its
+ * ref, or 0 (message in mtc_last_error) for an unknown owner or a NULL
+ * block, taking nothing. */
+MTC_API mtc_ref mtc_ref_retain_block(mtc_owner owner, mtc_block *block);
+
+/* Records a reference the caller already holds (a plan from
+ * mtc_plan_create, a block from mtc_host_block_alloc or mtc_device_alloc,
+ * an event) as the owner's, under kind; returns its ref. On failure (an
+ * unknown owner, a bad kind, NULL) returns 0 and the reference stays the
+ * caller's, untouched. */
+MTC_API mtc_ref mtc_ref_adopt(mtc_owner owner, uint32_t kind, void *object);
+
+/* Releases the reference behind ref, as its kind is, and forgets ref. A ref
+ * that is unknown (released already, moved, or its owner ended) is
+ * ignored, so a late release after an owner ended is harmless. */
+MTC_API void mtc_ref_release(mtc_ref ref);
+
+/* mtc_ref_release(ref) shaped as an external-memory deallocator, void
+ * (*)(void *bytes, void *context), with the ref as context (Bun's
+ * toArrayBuffer); bytes is ignored. */
+MTC_API void mtc_ref_release_callback(void *bytes, void *ref);
+
+/* Moves refs[0..count) from owner `from` to owner `to` (a parcel, say):
+ * each gets a new ref, written back into refs[i], and the old one becomes
+ * unknown, so a holder the sender forgot (a buffer's deallocator) releases
+ * nothing. All or nothing: a ref `from` does not hold, given twice, or an
+ * unknown owner is MTC_ERR_INVALID_ARGUMENT (the message names the index)
+ * and moves none. */
+MTC_API mtc_status mtc_ref_move(mtc_owner from, mtc_owner to, mtc_ref *refs,
+                                uint32_t count);
+
+/* Takes every reference of parcel into owner `to` and ends the parcel. The
+ * refs keep their numbers: the message that carried them still names them.
+ * A parcel taken, released or dropped already, or an owner that is not a
+ * parcel: MTC_ERR_INVALID_STATE ("taken already or dropped"). */
+MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to);
+
+/* Releases every parcel sent by `sender` and not taken (messages lost with
+ * a closed port or a terminated worker); returns how many. */
+MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender);
+
+#endif /* MTC_PUBLIC_OWNER_H */
