@@ -105,3 +105,10 @@ export function onExit(fn: () => void): void {
     (g.process as unknown as { on?(event: string, fn: () => void): void } | undefined)?.on?.("exit", fn);
   }
 }
+
+/** Lets a timer not keep the process alive (Bun: timer.unref(); Deno: Deno.unrefTimer). */
+export function unrefTimer(timer: unknown): void {
+  const deno = (globalThis as unknown as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
+  if (deno?.unrefTimer !== undefined) deno.unrefTimer(timer as number);
+  else (timer as { unref?: () => void }).unref?.();
+}

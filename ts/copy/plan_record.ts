@@ -11,7 +11,7 @@ import { library, type MtcLibrary } from "../ffi/library.ts";
 import type { NativeSymbols } from "../ffi/symbols.ts";
 import { Status } from "../base/errors.ts";
 import { PLAN_STATS_SIZE } from "./plan_stats.ts";
-import { onExit } from "../base/runtime.ts";
+import { onExit, unrefTimer } from "../base/runtime.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
 import { leafPath, type Traversal } from "./traversal.ts";
 
@@ -116,13 +116,6 @@ function releaseWhenDone(record: PlanRecord, delayMs: number): void {
     return;
   }
   releaseRecord(record);
-}
-
-/** Lets a timer not keep the process alive (Bun: timer.unref(); Deno: Deno.unrefTimer). */
-function unrefTimer(timer: unknown): void {
-  const deno = (globalThis as unknown as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
-  if (deno?.unrefTimer !== undefined) deno.unrefTimer(timer as number);
-  else (timer as { unref?: () => void }).unref?.();
 }
 
 /**
