@@ -1,0 +1,360 @@
+/**
+ * startLoader: batches made and copied to a device by worker threads,
+ * handed to the consumer in order on its own thread, a bounded number
+ * ahead.
+ *
+ * @module
+ */
+
+import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "../copy/options.ts";
+import { type AbortSignalLike, readSignal } from "../copy/wait_limit.ts";
+import { type Device, parseDevice } from "../gpu/device.ts";
+import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
+import { unrefTimer } from "../base/runtime.ts";
+import { dropMoved, dropMovedFrom, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
+import type { FromWorker, StartMessage, ToWorker } from "./loader_protocol.ts";
+
+/** Options of {@link startLoader}. */
+export interface LoaderOptions {
+  /**
+   * The URL of the module that makes the batches (absolute: `file:`, or
+   * `https:` in Deno), imported by every worker, e.g.
+   * `new URL("./batches.ts", import.meta.url)`.
+   */
+  module: string | URL;
+  /**
+   * The name of its export that makes batch `index` (default "default"):
+   * `(index, { worker, workers, args }) => batch | undefined | Promise<...>`.
+   * Returning undefined or null ends the stream before that batch.
+   */
+  export?: string;
+  /** Where the batches go, e.g. "cuda:0". */
+  device: Device;
+  /** Worker threads, an integer >= 1 (default 2). Batch i is made by worker i % workers. */
+  workers?: number;
+  /**
+   * Batches each worker may have made and not yet handed to the consumer,
+   * an integer >= 1 (default 2): at most workers * depth are on the device
+   * ahead of the consumer.
+   */
+  depth?: number;
+  /** How many batches in all, an integer >= 0 (default: until a producer returns undefined or null). */
+  batches?: number;
+  /** Given to every producer call as `context.args`; anything postMessage can clone. */
+  args?: unknown;
+  /** Options of the workers' copies (startCopy). useBackgroundThread defaults to false there. */
+  copyOptions?: CopyOptions;
+  /** Stops the loader: a next() waiting (or the next one) rejects with the signal's reason. */
+  signal?: AbortSignalLike;
+}
+
+/** What a producer is given besides the batch's index. */
+export interface LoaderContext {
+  /** This worker's number, 0 .. workers - 1. */
+  readonly worker: number;
+  readonly workers: number;
+  /** LoaderOptions.args, as cloned into this worker. */
+  readonly args: unknown;
+}
+
+const NAMES: readonly string[] = ["module", "export", "device", "workers", "depth", "batches", "args", "copyOptions", "signal"];
+
+// The npm build (tsup.config.ts) defines this as true: this module is then
+// part of dist/mod.js, and the worker script is dist/loader_worker.js.
+declare const __MTC_PACKAGED__: boolean | undefined;
+const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
+const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "./loader_worker.ts", import.meta.url);
+
+/** How long close() waits for the workers' threads to end before it leaves the rest to a timer. */
+const THREAD_END_WAIT_MS = 1000;
+
+/** The little of a Worker the loader uses (both runtimes have web Workers). */
+interface LoaderWorker {
+  onmessage: ((event: { data: FromWorker }) => void) | null;
+  onerror: ((event: { message?: string; preventDefault?(): void }) => void) | null;
+  onmessageerror: ((event: unknown) => void) | null;
+  postMessage(message: ToWorker): void;
+  terminate(): void;
+}
+const WorkerClass = (globalThis as unknown as { Worker: new (url: URL, options: { type: "module" }) => LoaderWorker }).Worker;
+
+interface Waiter<T> {
+  resolve(result: IteratorResult<T, undefined>): void;
+  reject(error: unknown): void;
+}
+
+const DONE: IteratorResult<never, undefined> = Object.freeze({ done: true, value: undefined });
+
+/**
+ * Starts `workers` worker threads that each import `options.module`, make
+ * batches with its producer, copy each to `options.device` (startCopy) and
+ * move the result to this thread. Iterate the loader to take the batches in
+ * index order; each one belongs to the consumer from then on (dispose it:
+ * `disposeAll`). Each worker runs at most `depth` batches ahead of the
+ * consumer. Bad options throw MtcError here.
+ *
+ * A producer's error, or a copy's (an MtcError naming the leaf), ends the
+ * stream when that batch's turn comes: the batches before it are handed
+ * out first, then next() rejects with it (its stack the worker's) and the
+ * loader closes. `break`, `close()`, `await using` and the signal stop the
+ * workers and release every batch made and not handed out.
+ *
+ * @example
+ * ```ts
+ * await using loader = startLoader<Batch>({
+ *   module: new URL("./batches.ts", import.meta.url),
+ *   device: "cuda:0",
+ *   workers: 4,
+ * });
+ * for await (const batch of loader) {
+ *   train(batch);
+ *   disposeAll(batch);
+ * }
+ * ```
+ */
+export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
+  checkOptionNames(options, NAMES, "startLoader: ");
+  if (options === undefined) throw invalidArgument("startLoader: options must be an object with module and device");
+  const { module, export: name = "default", device, workers = 2, depth = 2, batches, args, copyOptions = {}, signal } = options;
+  if (!(typeof module === "string" || module instanceof URL) || !URL.canParse(String(module))) {
+    throw invalidArgument(`startLoader: module must be an absolute URL (a string or URL, e.g. new URL("./batches.ts", import.meta.url)), got ${showValue(module)}`);
+  }
+  if (typeof name !== "string") throw invalidArgument(`startLoader: export must be a string, got ${showValue(name)}`);
+  parseDevice(device, "startLoader: ");
+  for (const [key, value, min] of [["workers", workers, 1], ["depth", depth, 1], ["batches", batches ?? 0, 0]] as const) {
+    if (!Number.isSafeInteger(value) || value < min) throw invalidArgument(`startLoader: ${key} = ${showValue(value)} must be an integer >= ${min}`);
+  }
+  checkOptionNames(copyOptions, COPY_OPTION_NAMES, "startLoader: copyOptions: ");
+  resolveOptions(copyOptions);
+  readSignal("startLoader", signal);
+  const start: Omit<StartMessage, "worker"> = {
+    kind: "start",
+    module: String(module),
+    export: name,
+    workers,
+    batches: batches ?? null,
+    device,
+    copyOptions: { ...copyOptions },
+    args,
+  };
+  // Workers with no batch to make are not started.
+  const started = batches === undefined ? workers : Math.min(workers, batches);
+  return new Loader<T>(start, started, depth, signal);
+}
+
+/**
+ * Batches made by worker threads, in index order: an async iterator
+ * (`for await`), closed by `break`, `close()`, `await using` or its signal.
+ * Made by {@link startLoader}.
+ */
+export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisposable {
+  readonly #workers: LoaderWorker[] = [];
+  /** Each worker's owner, once it said. */
+  readonly #owners: (number | undefined)[] = [];
+  readonly #depth: number;
+  /** Batches received and not yet handed out, by index. */
+  readonly #arrived = new Map<number, Moved>();
+  /** The index of the next batch to hand out. */
+  #next = 0;
+  /** The stream ends before this index. */
+  #end: number;
+  readonly #waiters: Waiter<T>[] = [];
+  /** What the next next() rejects with (a worker that failed, the signal). */
+  #failure: { error: unknown } | null = null;
+  #closed = false;
+  #closing: Promise<void> | null = null;
+  readonly #signal: AbortSignalLike | undefined;
+  readonly #onAbort = (): void => {
+    const reason = this.#signal?.reason;
+    this.#fail(reason !== undefined ? reason : new DOMException("the loader was aborted", "AbortError"));
+  };
+
+  /** @internal Made by startLoader. */
+  constructor(start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) {
+    this.#depth = depth;
+    this.#end = start.batches ?? Infinity;
+    this.#signal = signal;
+    if (signal?.aborted === true) {
+      this.#onAbort();
+      return;
+    }
+    signal?.addEventListener("abort", this.#onAbort, { once: true });
+    try {
+      for (let worker = 0; worker < workers; worker++) this.#startWorker(worker, { ...start, worker });
+    } catch (error) {
+      void this.#shutdown();
+      throw invalidArgument(`startLoader: cannot send the options to a worker: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  #startWorker(worker: number, start: StartMessage): void {
+    const thread = new WorkerClass(WORKER_URL, { type: "module" });
+    this.#workers.push(thread);
+    thread.onmessage = (event) => this.#receive(worker, event.data);
+    thread.onerror = (event) => {
+      event.preventDefault?.(); // the loader reports it; the process goes on
+      this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: worker ${worker} failed: ${event.message ?? "an uncaught error"}`));
+    };
+    thread.onmessageerror = () => this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: a message of worker ${worker} could not be read`));
+    thread.postMessage(start);
+  }
+
+  #receive(worker: number, message: FromWorker): void {
+    if (message.kind === "owner") {
+      this.#owners[worker] = message.owner;
+      // Its first credits: from now on, whatever it sends can be dropped by its owner.
+      if (!this.#closed) this.#workers[worker]!.postMessage({ kind: "credit", count: this.#depth });
+      return;
+    }
+    if (message.kind === "end") {
+      this.#end = Math.min(this.#end, message.index);
+      for (const [index, moved] of this.#arrived) {
+        if (index >= this.#end) {
+          this.#arrived.delete(index);
+          dropMoved(moved);
+        }
+      }
+    } else if (this.#closed || message.index >= this.#end) {
+      dropMoved(message.moved);
+      return;
+    } else {
+      this.#arrived.set(message.index, message.moved);
+    }
+    this.#settle();
+  }
+
+  /** Answers the waiting next() calls, in order, with what is there. */
+  #settle(): void {
+    while (this.#waiters.length > 0) {
+      const waiter = this.#waiters[0]!;
+      if (this.#failure !== null) {
+        const { error } = this.#failure;
+        this.#failure = null;
+        this.#waiters.shift();
+        waiter.reject(error);
+        void this.#shutdown();
+      } else if (this.#closed || this.#next >= this.#end) {
+        this.#waiters.shift();
+        waiter.resolve(DONE);
+        void this.#shutdown();
+      } else {
+        const index = this.#next;
+        const moved = this.#arrived.get(index);
+        if (moved === undefined) return;
+        this.#arrived.delete(index);
+        this.#next++;
+        this.#waiters.shift();
+        this.#take(index, moved, waiter);
+      }
+    }
+  }
+
+  #take(index: number, moved: Moved, waiter: Waiter<T>): void {
+    const worker = index % this.#workers.length;
+    let value: unknown;
+    try {
+      value = takeResult(moved);
+      if (movedError(moved)) throw fromWorker(value, index, worker);
+    } catch (error) {
+      this.#failure = { error };
+      this.#waiters.unshift(waiter); // #settle rejects it, and the loader closes
+      return;
+    }
+    this.#workers[worker]!.postMessage({ kind: "credit", count: 1 });
+    waiter.resolve({ done: false, value: value as T });
+  }
+
+  /** Ends the stream with `error`, given to the next next(); stops the workers. */
+  #fail(error: unknown): void {
+    if (this.#closed) return;
+    this.#failure = { error };
+    void this.#shutdown();
+  }
+
+  /** The next batch, in index order; `{ done: true }` once the stream ended or the loader closed. */
+  next(): Promise<IteratorResult<T, undefined>> {
+    return new Promise((resolve, reject) => {
+      this.#waiters.push({ resolve, reject });
+      this.#settle();
+    });
+  }
+
+  /** Closes the loader (what `break` calls). */
+  async return(): Promise<IteratorResult<T, undefined>> {
+    await this.close();
+    return DONE;
+  }
+
+  /**
+   * Stops the workers and releases every batch made and not handed out,
+   * those still in messages or in a copy included; a waiting next() ends
+   * with `{ done: true }`. Batches handed out stay the consumer's.
+   * Resolves once the workers' threads ended (or after a second, when one
+   * is still inside a long copy: what it made is released when it ends).
+   * Idempotent.
+   */
+  close(): Promise<void> {
+    this.#failure = null;
+    return this.#shutdown();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** Same as close(), for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #shutdown(): Promise<void> {
+    if (this.#closing !== null) return this.#closing;
+    this.#closed = true;
+    this.#signal?.removeEventListener("abort", this.#onAbort);
+    for (const thread of this.#workers) thread.terminate();
+    for (const moved of this.#arrived.values()) dropMoved(moved);
+    this.#arrived.clear();
+    // Parcels lost with the workers (made but never received) go once their threads ended.
+    this.#closing = dropWhenEnded(this.#owners.filter((owner) => owner !== undefined));
+    this.#settle();
+    return this.#closing;
+  }
+}
+
+/** The error a worker moved, with which worker and batch it came from under its own stack. */
+function fromWorker(error: unknown, index: number, worker: number): unknown {
+  if (error instanceof Error) error.stack = `${error.stack ?? `${error.name}: ${error.message}`}\n    at batch ${index} in loader worker ${worker}`;
+  return error;
+}
+
+/**
+ * Drops the parcels each owner sent and nobody took, once the owner ended
+ * (its thread exited: it makes no more). Waits a short while; owners still
+ * alive then (a thread inside a long copy) are looked at again on a timer
+ * that does not keep the process alive.
+ */
+async function dropWhenEnded(owners: number[]): Promise<void> {
+  const started = performance.now();
+  let alive = dropEnded(owners);
+  for (let pause = 1; alive.length > 0 && performance.now() - started < THREAD_END_WAIT_MS; pause = Math.min(2 * pause, 20)) {
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    alive = dropEnded(alive);
+  }
+  if (alive.length > 0) watchOwners(alive);
+}
+
+function watchOwners(owners: number[]): void {
+  unrefTimer(setTimeout(() => {
+    const alive = dropEnded(owners);
+    if (alive.length > 0) watchOwners(alive);
+  }, 100));
+}
+
+/** Drops what each ended owner left in transit; returns the owners still alive. */
+function dropEnded(owners: number[]): number[] {
+  return owners.filter((owner) => {
+    if (ownerAlive(owner)) return true;
+    dropMovedFrom(owner);
+    return false;
+  });
+}

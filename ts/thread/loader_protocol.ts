@@ -1,0 +1,49 @@
+/**
+ * The messages between a loader (ts/thread/loader.ts, on the consumer's
+ * thread) and its workers (ts/thread/loader_worker.ts). Every message is
+ * plain data, cloned by postMessage.
+ *
+ * @module
+ */
+
+import type { CopyOptions } from "../copy/options.ts";
+import type { Moved } from "./move.ts";
+
+/** What a worker needs to produce its batches: posted once, when it is made. */
+export interface StartMessage {
+  readonly kind: "start";
+  /** The producer module's URL, and the name of its export. */
+  readonly module: string;
+  readonly export: string;
+  /** This worker's number: it produces batches worker, worker + workers, ... */
+  readonly worker: number;
+  readonly workers: number;
+  /** Batches in all, or null: until a producer returns undefined or null. */
+  readonly batches: number | null;
+  readonly device: string;
+  readonly copyOptions: CopyOptions;
+  readonly args: unknown;
+}
+
+/**
+ * Leave to produce `count` more batches. The first credits (the depth) come
+ * once the loader knows the worker's owner, so that every parcel a worker
+ * sends can be dropped by that owner if its message is lost; one more comes
+ * each time the consumer takes one of its batches.
+ */
+export interface CreditMessage {
+  readonly kind: "credit";
+  readonly count: number;
+}
+
+/** From the loader to a worker. */
+export type ToWorker = StartMessage | CreditMessage;
+
+/** From a worker to the loader. */
+export type FromWorker =
+  /** The worker's owner: first, before anything else. */
+  | { readonly kind: "owner"; readonly owner: number }
+  /** Batch `index` on the device, or the error that batch (and the stream) ended with. */
+  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved }
+  /** The producer returned undefined or null for batch `index`: the stream ends before it. */
+  | { readonly kind: "end"; readonly index: number };
