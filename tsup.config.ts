@@ -1,5 +1,6 @@
 // The npm package's JavaScript: ts/mod.ts bundled into one ES module,
-// dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), with
+// dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), the
+// loader's worker script beside it (dist/loader_worker.js), with
 // declarations in dist/types/, and dist/bun.js, the entry Bun takes (the
 // "bun" condition of package.json's exports). `npm run build` runs this and
 // then puts the prebuilt libmtc.so of each platform into prebuilt/
@@ -84,7 +85,9 @@ globalThis[Symbol.for("multi-tensor-copier.libmtc")] = libmtc;
 `;
 
 export default defineConfig({
-  entry: { mod: "ts/mod.ts" },
+  // The loader's worker script is a bundle of its own beside mod.js, where
+  // ts/thread/loader.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
+  entry: { mod: "ts/mod.ts", loader_worker: "ts/thread/loader_worker.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.

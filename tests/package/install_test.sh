@@ -69,13 +69,13 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/loader_worker.js dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
   prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/mod\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and its map, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and loader_worker.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
   "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
 grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
   fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
@@ -176,7 +176,7 @@ APP=$WORK/app
 mkdir "$APP"
 printf '{ "name": "mtc-consumer", "private": true, "type": "module" }\n' >"$APP/package.json"
 (cd "$APP" && npm install --offline --no-audit --no-fund --loglevel=error "$TARBALL") || fail "npm install --offline of the tarball"
-cp tests/package/smoke.ts "$APP/smoke.ts"
+cp tests/package/smoke.ts tests/package/loader_smoke.ts tests/package/loader_batches.ts "$APP/"
 # The README's first example, as a user pastes it (it imports the package by name).
 awk '/^```ts$/ && !done { grab = 1; next } grab && /^```$/ { grab = 0; done = 1 } grab' README.md >"$APP/readme_first.ts"
 grep -q 'from "multi-tensor-copier"' "$APP/readme_first.ts" || fail "the README's first example does not import multi-tensor-copier"
@@ -199,6 +199,9 @@ expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO
 step "MTC_CUDA_DRIVER=emulated: the packaged emulated driver, Bun and Deno (docs/TESTING.md, CPU-only CI)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "$BUN" smoke.ts
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "${DENO_RUN[@]}" smoke.ts
+step "startLoader from the package: its workers run dist/loader_worker.js, Bun and Deno (emulated driver)"
+expect_output "loader ok: 0,1,2,3,4,5" env MTC_CUDA_DRIVER="$FAKE" "$BUN" loader_smoke.ts
+expect_output "loader ok: 0,1,2,3,4,5" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" loader_smoke.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
 step "class names kept by the bundle (keepNames), and console.log's one line for a DeviceTensor"

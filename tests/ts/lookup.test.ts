@@ -27,6 +27,8 @@ test("lookup: the npm package as files: its prebuilt library, then a local build
   const expected = [`packaged library: /app/node_modules/multi-tensor-copier/${name}`, "local build: /app/node_modules/multi-tensor-copier/zig-out/lib/libmtc.so"];
   assertEquals(places(placement({})), expected);
   assertEquals(places(placement({ bunEntryLibrary: `/app/node_modules/multi-tensor-copier/${name}` })), expected);
+  // The loader's workers run the package's second bundle, beside the first.
+  assertEquals(places(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/loader_worker.js" })), expected);
 });
 
 test("lookup: the checkout's sources: the local build at the repository root", () => {

@@ -164,12 +164,13 @@ function folderOf(path: string): string {
 
 /**
  * True when this module is inside a bundle of the app's: a file, but not
- * the file it was written into (the package's dist/mod.js, the checkout's
- * ts/ffi/lookup.ts).
+ * the file it was written into (the package's dist/mod.js or
+ * dist/loader_worker.js, the checkout's ts/ffi/lookup.ts).
  */
 function inBundle(p: Placement): boolean {
   if (!p.moduleUrl.startsWith("file:")) return false;
-  return !p.moduleUrl.endsWith(p.packaged ? "/dist/mod.js" : "/ts/ffi/lookup.ts");
+  if (!p.packaged) return !p.moduleUrl.endsWith("/ts/ffi/lookup.ts");
+  return !p.moduleUrl.endsWith("/dist/mod.js") && !p.moduleUrl.endsWith("/dist/loader_worker.js");
 }
 
 /** Where loadLibrary looks, in order; the first that exists wins. `env`: MTC_LIBRARY_PATH. */

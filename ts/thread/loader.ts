@@ -21,7 +21,7 @@ export interface LoaderOptions {
    * `https:` in Deno), imported by every worker, e.g.
    * `new URL("./batches.ts", import.meta.url)`.
    */
-  module: string | URL;
+  module: string | { readonly href: string };
   /**
    * The name of its export that makes batch `index` (default "default"):
    * `(index, { worker, workers, args }) => batch | undefined | Promise<...>`.
@@ -116,7 +116,8 @@ export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
   checkOptionNames(options, NAMES, "startLoader: ");
   if (options === undefined) throw invalidArgument("startLoader: options must be an object with module and device");
   const { module, export: name = "default", device, workers = 2, depth = 2, batches, args, copyOptions = {}, signal } = options;
-  if (!(typeof module === "string" || module instanceof URL) || !URL.canParse(String(module))) {
+  const url = typeof module === "string" ? module : typeof module === "object" && module !== null ? module.href : undefined;
+  if (typeof url !== "string" || !URL.canParse(url)) {
     throw invalidArgument(`startLoader: module must be an absolute URL (a string or URL, e.g. new URL("./batches.ts", import.meta.url)), got ${showValue(module)}`);
   }
   if (typeof name !== "string") throw invalidArgument(`startLoader: export must be a string, got ${showValue(name)}`);
@@ -129,7 +130,7 @@ export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
   readSignal("startLoader", signal);
   const start: Omit<StartMessage, "worker"> = {
     kind: "start",
-    module: String(module),
+    module: url,
     export: name,
     workers,
     batches: batches ?? null,
