@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The TypeScript library's layout (ts/): no import cycle, type-only imports
 # included, found by dpdm; each folder imports only from itself and the
-# folders below it (copy → tensor → gpu → ffi → base); no file above 400
+# folders below it (thread → copy → tensor → gpu → ffi → base); no file above 400
 # lines. dpdm comes from node_modules when it is installed there, else npx
 # fetches the pinned version.
 set -euo pipefail
@@ -16,7 +16,7 @@ node - "$out" <<'JS'
 const fs = require("node:fs");
 const { tree } = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 // Lower folders first; a file may import from its own folder and any folder before it.
-const order = ["base", "ffi", "gpu", "tensor", "copy", "."];
+const order = ["base", "ffi", "gpu", "tensor", "copy", "thread", "."];
 const folderOf = (file) => {
   const parts = file.split("/");
   return parts.length === 2 ? "." : parts[1];

@@ -121,6 +121,17 @@ export function retainPinnedBlock(buffer: ArrayBufferLike): number {
 }
 
 /**
+ * @internal The pinned block under `buffer`, and whether it may be released
+ * by its user (an arena's is only the arena's); undefined for any other
+ * buffer, or one released or detached.
+ */
+export function pinnedBlockOf(buffer: ArrayBufferLike): { block: number; releasable: boolean } | undefined {
+  const ref = pinned.get(buffer as ArrayBuffer);
+  if (ref === undefined || isDetached(buffer as ArrayBuffer)) return undefined;
+  return ref;
+}
+
+/**
  * The pinned buffer that `value` (an ArrayBuffer, a view, a Tensor's data)
  * shows, found by the engine's own `buffer` (an own property cannot point
  * elsewhere), or undefined.
