@@ -87,4 +87,15 @@ export { startArenaCopy } from "./copy/arena_copy.ts";
 export { checkDevice as parseDevice, isDevice } from "./gpu/device.ts";
 export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
 export { type HostArrayOf } from "./copy/types.ts";
+export {
+  dropMoved,
+  dropMovedFrom,
+  isMoved,
+  type Moved,
+  movedError,
+  moveResult,
+  ownerAlive,
+  takeResult,
+  threadOwner,
+} from "./thread/move.ts";
 export { Loader, type LoaderContext, type LoaderOptions, startLoader } from "./thread/loader.ts";

@@ -18,7 +18,7 @@ import { AsyncCopyHandle } from "./handle.ts";
 import { hostDestinations, supersede } from "./host_into.ts";
 import { type IntoWalk, releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
-import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
+import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { bindStreams, setLayouts } from "./submit.ts";
 
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
@@ -103,9 +103,13 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       t.dropShares();
       throw new MtcError(created, sym.mtc_last_error() || statusName(created));
     }
-    const plan = u64At(outWords, 0);
-    record = { plan, traversal: t };
-    addRecord(lib, record);
+    try {
+      record = newRecord(lib, u64At(outWords, 0), t);
+    } catch (e) {
+      t.dropShares();
+      throw e;
+    }
+    const plan = record.plan;
     try {
       if (bulk) {
         writeAddresses(lib, t);

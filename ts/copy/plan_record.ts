@@ -12,12 +12,15 @@ import type { NativeSymbols } from "../ffi/symbols.ts";
 import { Status } from "../base/errors.ts";
 import { PLAN_STATS_SIZE } from "./plan_stats.ts";
 import { onExit, unrefTimer } from "../base/runtime.ts";
+import { adoptPlanRef, releasePlanRef } from "../ffi/owner.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
 import { leafPath, type Traversal } from "./traversal.ts";
 
 /** What a handle holds while it has a C plan; also the finalizer's held value (never the handle). */
 export interface PlanRecord {
   plan: number;
+  /** This thread's ref for the plan (ffi/owner.ts): what releases it. */
+  ref: number;
   /** The inputs (its leaves, held views, the block shares of DeviceTensor sources) and the results. */
   traversal: Traversal | null;
   /** A copyInto to the host: its destinations, written by the handle's own poll or wait (host_into.ts). */
@@ -77,10 +80,16 @@ export function snapshotStats(plan: number): Uint8Array | null {
 /** Records whose C plan is not released yet: the exit hook stops their reads. */
 const livePlans = new Set<PlanRecord>();
 
-/** Notes a new plan (and installs the exit hook with the first one). */
-export function addRecord(lib: MtcLibrary, record: PlanRecord): void {
+/**
+ * The record of a plan just created, with `traversal`: the plan becomes a
+ * ref of this thread's (released with the thread, if nothing else does);
+ * notes it (and installs the exit hook with the first one).
+ */
+export function newRecord(lib: MtcLibrary, plan: number, traversal: Traversal): PlanRecord {
+  const record: PlanRecord = { plan, ref: adoptPlanRef(plan), traversal };
   livePlans.add(record);
   if (!exitHookSet) setExitHook(lib);
+  return record;
 }
 
 /** Releases the C plan (waiting for a copy in flight) and drops what the record held. */
@@ -88,7 +97,7 @@ export function releaseRecord(record: PlanRecord): void {
   livePlans.delete(record);
   pendingHostInto.delete(record); // a destination not written yet stays unwritten
   // mtc_plan_release waits for a copy in flight, then frees outputs nobody retained.
-  library().symbols.mtc_plan_release(record.plan);
+  releasePlanRef(record.ref);
   record.plan = 0;
   record.traversal?.dropShares();
   record.traversal = null;

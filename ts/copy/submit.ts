@@ -15,7 +15,7 @@ import { DEVICE_CPU } from "../gpu/device.ts";
 import { liveHandle, openScopes, type Stream, streamFor, streamOrdinal } from "../gpu/stream.ts";
 import { writeAddresses } from "./describe.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
-import { addRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
+import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { encodeLayout, LAYOUT_SIZE } from "./layout_record.ts";
 import type { Traversal } from "./traversal.ts";
 
@@ -97,9 +97,14 @@ export function submitPlan(
     t.dropShares();
     throw new MtcError(created, sym.mtc_last_error() || statusName(created));
   }
-  const plan = u64At(outWords, 0);
-  const record: PlanRecord = { plan, traversal: t };
-  addRecord(lib, record);
+  let record: PlanRecord;
+  try {
+    record = newRecord(lib, u64At(outWords, 0), t);
+  } catch (e) {
+    t.dropShares();
+    throw e;
+  }
+  const plan = record.plan;
   try {
     if (addressesInBulk) writeAddresses(lib, t);
     let status = sym.mtc_plan_add_leaves(plan, t.descriptors.words, t.count);

@@ -11,7 +11,7 @@ import type { BlockHolder } from "../gpu/block.ts";
 import type { DeviceTensor } from "../tensor/device_tensor.ts";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { library } from "../ffi/library.ts";
+import { releaseBlockRef } from "../ffi/owner.ts";
 import { retainPinnedBlock } from "../tensor/host_output.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 
@@ -106,8 +106,7 @@ export class Traversal {
     const pinned = this.pinnedBlocks;
     if (pinned !== null) {
       this.pinnedBlocks = null;
-      const release = library().symbols.mtc_block_release;
-      for (const block of pinned) release(block);
+      for (const ref of pinned) releaseBlockRef(ref);
     }
   }
 

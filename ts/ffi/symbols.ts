@@ -25,6 +25,7 @@
  */
 
 import { kernelSymbols } from "./kernel_symbols.ts";
+import { ownerSymbols } from "./owner_symbols.ts";
 import type { ArgKind, SymbolSpec } from "./spec.ts";
 
 export type { ArgKind, ResultKind, SymbolSpec } from "./spec.ts";
@@ -352,6 +353,8 @@ export const symbols = {
 
   // device memory and kernels (kernel_symbols.ts)
   ...kernelSymbols,
+  // owners, refs and parcels (owner_symbols.ts)
+  ...ownerSymbols,
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */

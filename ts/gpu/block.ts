@@ -5,7 +5,7 @@
  * @module
  */
 
-import { library } from "../ffi/library.ts";
+import { releaseBlockRef, retainBlockRef } from "../ffi/owner.ts";
 
 /**
  * Backstop for blocks whose DeviceTensors were all dropped without
@@ -13,23 +13,29 @@ import { library } from "../ffi/library.ts";
  * read it), so it becomes unreachable with the last of them. One
  * registration per block, not per tensor: registering costs ~0.2 µs in Bun.
  */
-const registry = new FinalizationRegistry<number>((block) => library().symbols.mtc_block_release(block));
+const registry = new FinalizationRegistry<number>(releaseBlockRef);
 
 /**
- * One C reference to an mtc_block, shared by JS users. Created with the C
- * reference already taken (mtc_block_retain once per distinct block) and no
- * shares; the last drop() calls mtc_block_release once.
+ * One C reference to an mtc_block, shared by JS users: a ref of this
+ * thread's owner (ffi/owner.ts), taken once per distinct block, with no
+ * shares; the last drop() releases it.
  */
 export class BlockHolder {
   /** The mtc_block pointer, as a number. */
   readonly block: number;
+  /** The owner's ref for the C reference. */
+  readonly ref: number;
   #shares = 0;
 
-  /** Takes one C reference on `block` (an mtc_block pointer) and registers the backstop. */
-  constructor(block: number) {
+  /**
+   * Takes one C reference on `block` (an mtc_block pointer), or adopts
+   * `ref`, one this thread holds already (a moved result's), and registers
+   * the backstop.
+   */
+  constructor(block: number, ref?: number) {
     this.block = block;
-    library().symbols.mtc_block_retain(block);
-    registry.register(this, block, this);
+    this.ref = ref ?? retainBlockRef(block);
+    registry.register(this, this.ref, this);
   }
 
   /** Current number of shares (for tests). */
@@ -48,7 +54,7 @@ export class BlockHolder {
     if (--this.#shares === 0) {
       this.#shares = -1;
       registry.unregister(this);
-      library().symbols.mtc_block_release(this.block);
+      releaseBlockRef(this.ref);
     }
   }
 }

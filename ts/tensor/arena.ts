@@ -15,12 +15,13 @@ import { allocatePinnedBlock, checkedLayout, type PinnedOptions } from "./pinned
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOffset } from "../base/views.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
+import { adoptBlockRef, releaseBlockRef } from "../ffi/owner.ts";
 
 /** Where each tensor of an arena starts: a multiple of this (the copy packs at 16 by default; every dtype fits). */
 export const ARENA_ALIGNMENT = 16;
 
 /** Drops an arena's block when the arena is collected without dispose(). */
-const registry = new FinalizationRegistry<number>((block) => library().symbols.mtc_block_release(block));
+const registry = new FinalizationRegistry<number>(releaseBlockRef);
 
 /** What Arena#consolidate does: set by copy/arena_copy.ts (tensor/ imports nothing from copy/). */
 let consolidateHook: ((arena: Arena, batch: unknown) => unknown) | null = null;
@@ -54,6 +55,8 @@ export function setConsolidateHook(hook: (arena: Arena, batch: unknown) => unkno
  */
 export class Arena {
   #block: number;
+  /** This thread's ref for the arena's own reference to its block. */
+  #ref: number;
   #address: number;
   #capacity: number;
   #used = 0;
@@ -63,9 +66,10 @@ export class Arena {
 
   private constructor(block: number, address: number, capacity: number) {
     this.#block = block;
+    this.#ref = adoptBlockRef(block);
     this.#address = address;
     this.#capacity = capacity;
-    registry.register(this, block, this);
+    registry.register(this, this.#ref, this);
   }
 
   /**
@@ -222,7 +226,7 @@ export class Arena {
     this.#disposed = true;
     this.#startBatch();
     registry.unregister(this);
-    library().symbols.mtc_block_release(this.#block);
+    releaseBlockRef(this.#ref);
   }
 
   /** Same as dispose(), for `using`. */

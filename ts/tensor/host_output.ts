@@ -4,11 +4,12 @@
  *
  * One ArrayBuffer per block covers every leaf of the copy that landed in
  * it; each leaf's typed array is a view into that buffer. The buffer holds
- * one C reference to the block (one mtc_block_retain per block, not per
- * leaf), dropped when the buffer is garbage-collected (every view of it
- * gone) or released early with {@link releaseHostOutput}:
- * - Bun: the buffer is made by `toArrayBuffer` with `mtc_block_release_callback`
- *   as its deallocator and the block as context, so the runtime itself drops
+ * one C reference to the block (a ref of this thread's owner, one per
+ * block, not per leaf: ffi/owner.ts), dropped when the buffer is
+ * garbage-collected (every view of it gone) or released early with
+ * {@link releaseHostOutput}:
+ * - Bun: the buffer is made by `toArrayBuffer` with `mtc_ref_release_callback`
+ *   as its deallocator and the ref as context, so the runtime itself drops
  *   the reference when it frees the buffer;
  * - Deno (and Bun with a libmtc older than that callback): a
  *   FinalizationRegistry on the buffer drops it.
@@ -17,13 +18,16 @@
  */
 
 import { DTYPE_SIZE, type DType, type TypedArray, viewStorage } from "./dtype.ts";
-import { library, type MtcLibrary } from "../ffi/library.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
+import { blockRefReleaseCallback, releaseBlockRef, retainBlockRef } from "../ffi/owner.ts";
 import { markReleased, setTensorDisposeHook, Tensor, trustedTensor } from "./tensor.ts";
 import { bufferUnder, detach, isDetached } from "../base/views.ts";
 
 /** The C reference an ArrayBuffer over a pinned block holds. */
 interface PinnedRef {
   readonly block: number;
+  /** The owner's ref for that reference. */
+  readonly ref: number;
   /** True when the buffer's deallocator (Bun) drops the reference; false when the registry does. */
   readonly deallocates: boolean;
   /** False for an arena's buffer: only the arena releases it (reset, dispose). */
@@ -33,38 +37,29 @@ interface PinnedRef {
 const pinned = new WeakMap<ArrayBuffer, PinnedRef>();
 
 /** Backstop where the runtime has no deallocator: drops the block when its buffer is collected. */
-const registry = new FinalizationRegistry<number>((block) => library().symbols.mtc_block_release(block));
-
-let releaseCallback: number | undefined | null = null;
-
-function releaseCallbackAddress(lib: MtcLibrary): number | undefined {
-  if (releaseCallback === null) {
-    releaseCallback = lib.backend.externalDeallocators ? lib.functionAddress("mtc_block_release_callback") : undefined;
-  }
-  return releaseCallback;
-}
+const registry = new FinalizationRegistry<number>(releaseBlockRef);
 
 /**
  * An ArrayBuffer over `byteLength` bytes at `address` (the start of host
- * block `block`), holding one new C reference to the block.
+ * block `block`), holding one new C reference to the block, or `held`, a
+ * ref this thread holds already (a moved result's).
  */
-export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, byteLength: number, releasable = true): ArrayBuffer {
-  const sym = lib.symbols;
-  sym.mtc_block_retain(block);
+export function pinnedBuffer(lib: MtcLibrary, block: number, address: number, byteLength: number, releasable = true, held?: number): ArrayBuffer {
+  const blockRef = held ?? retainBlockRef(block);
   let buffer: ArrayBuffer;
   let ref: PinnedRef;
   try {
-    const deallocator = releaseCallbackAddress(lib);
+    const deallocator = blockRefReleaseCallback(lib);
     if (deallocator !== undefined) {
-      buffer = lib.backend.externalBuffer(address, byteLength, { address: deallocator, context: block });
-      ref = { block, deallocates: true, releasable };
+      buffer = lib.backend.externalBuffer(address, byteLength, { address: deallocator, context: blockRef });
+      ref = { block, ref: blockRef, deallocates: true, releasable };
     } else {
       buffer = lib.backend.externalBuffer(address, byteLength);
-      ref = { block, deallocates: false, releasable };
-      registry.register(buffer, block, ref);
+      ref = { block, ref: blockRef, deallocates: false, releasable };
+      registry.register(buffer, blockRef, ref);
     }
   } catch (e) {
-    sym.mtc_block_release(block);
+    releaseBlockRef(blockRef);
     throw e;
   }
   pinned.set(buffer, ref);
@@ -114,7 +109,7 @@ export function isPinnedHostOutput(value: unknown): boolean {
 /**
 /**
  * @internal For the buffer of a pinned host output: one new C reference to
- * its block (the caller releases it with mtc_block_release), so that a copy
+ * its block (a ref: the caller releases it with releaseBlockRef), so that a copy
  * reading or writing its views keeps the block out of the pool until it is
  * over, even if the output is released meanwhile. 0 for any other buffer
  * (one lookup: this runs for every host leaf of a copy).
@@ -122,8 +117,18 @@ export function isPinnedHostOutput(value: unknown): boolean {
 export function retainPinnedBlock(buffer: ArrayBufferLike): number {
   const ref = pinned.get(buffer as ArrayBuffer);
   if (ref === undefined || isDetached(buffer as ArrayBuffer)) return 0;
-  library().symbols.mtc_block_retain(ref.block);
-  return ref.block;
+  return retainBlockRef(ref.block);
+}
+
+/**
+ * @internal The pinned block under `buffer`, and whether it may be released
+ * by its user (an arena's is only the arena's); undefined for any other
+ * buffer, or one released or detached.
+ */
+export function pinnedBlockOf(buffer: ArrayBufferLike): { block: number; releasable: boolean } | undefined {
+  const ref = pinned.get(buffer as ArrayBuffer);
+  if (ref === undefined || isDetached(buffer as ArrayBuffer)) return undefined;
+  return ref;
 }
 
 /**
@@ -160,7 +165,7 @@ export function releasePinned(value: unknown, owner = false): boolean {
   markReleased(buffer, "pinned memory", "dispose(), releaseHostOutput, disposeAll, or its arena's reset() or dispose()");
   if (!ref.deallocates) {
     registry.unregister(ref);
-    library().symbols.mtc_block_release(ref.block);
+    releaseBlockRef(ref.ref);
   }
   return true;
 }

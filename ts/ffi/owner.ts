@@ -1,0 +1,131 @@
+/**
+ * This thread's owner in libmtc's ledger (mtc/owner.h), and the C
+ * references the bindings keep through it: every plan, block share, pinned
+ * output and arena a thread holds is a ref of its owner. C gives them all
+ * back when the thread exits, so a worker that is terminated (Deno frees
+ * its heap with no event) still returns its device and pinned memory, once;
+ * a release that comes later (a finalizer, Bun's deallocator of an external
+ * buffer) finds its ref gone and does nothing.
+ *
+ * A libmtc without owners (older than this file) is still used: a "ref" is
+ * then the block or plan itself and released the old way.
+ *
+ * @module
+ */
+
+import { MtcError, Status, statusName } from "../base/errors.ts";
+import { library, type MtcLibrary } from "./library.ts";
+
+/** What a ref holds (mtc_ref_kind). */
+const REF_BLOCK = 1;
+const REF_PLAN = 2;
+/** mtc_owner_create flags. */
+export const OWNER_THREAD = 1;
+export const OWNER_PARCEL = 2;
+
+const outWords = new Uint32Array(2);
+
+/** This thread's owner; 0 where libmtc has no owners; null before the first use. */
+let owner: number | null = null;
+
+/** True when the loaded libmtc keeps owners. */
+export function hasOwners(lib: MtcLibrary = library()): boolean {
+  return lib.symbols.mtc_owner_create !== undefined;
+}
+
+/** @internal A new owner of `flags` (a parcel names its sender); throws MtcError. */
+export function createOwner(flags: number, sender: number, call: string): number {
+  const sym = library().symbols;
+  const status = sym.mtc_owner_create!(flags, sender, outWords);
+  if (status !== Status.MTC_OK) throw new MtcError(status, `${call}: ${sym.mtc_last_error() || statusName(status)}`);
+  return outWords[0]! + outWords[1]! * 4294967296;
+}
+
+/**
+ * This thread's owner id: made on first use by the thread that uses the
+ * library, and given back by C, with everything it still holds, when that
+ * thread exits. 0 where the library has no owners.
+ */
+export function threadOwnerId(): number {
+  if (owner === null) owner = hasOwners() ? createOwner(OWNER_THREAD, 0, "the thread's owner") : 0;
+  return owner;
+}
+
+/** A ref C refused to make: only an owner that ended does that, and this thread's cannot while it runs. */
+function refError(what: string): MtcError {
+  return new MtcError(Status.MTC_ERR_INTERNAL, `${what}: ${library().symbols.mtc_last_error() || "no ref was made"}`);
+}
+
+/** Takes a new C reference to `block` for this thread; returns what {@link releaseBlockRef} gives back. */
+export function retainBlockRef(block: number): number {
+  const sym = library().symbols;
+  const id = threadOwnerId();
+  if (id === 0) {
+    sym.mtc_block_retain(block);
+    return block;
+  }
+  const ref = sym.mtc_ref_retain_block!(id, block);
+  if (ref === 0) throw refError("retaining a block");
+  return ref;
+}
+
+/**
+ * Makes a block reference the caller holds already (a new allocation's)
+ * this thread's; on failure the reference is released and MtcError thrown.
+ */
+export function adoptBlockRef(block: number): number {
+  const sym = library().symbols;
+  const id = threadOwnerId();
+  if (id === 0) return block;
+  const ref = sym.mtc_ref_adopt!(id, REF_BLOCK, block);
+  if (ref === 0) {
+    const error = refError("keeping a block");
+    sym.mtc_block_release(block);
+    throw error;
+  }
+  return ref;
+}
+
+/** Releases a block reference that {@link retainBlockRef} or {@link adoptBlockRef} gave. */
+export function releaseBlockRef(ref: number): void {
+  const sym = library().symbols;
+  if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
+  else sym.mtc_block_release(ref);
+}
+
+/** Makes a new plan this thread's; on failure the plan is released and MtcError thrown. */
+export function adoptPlanRef(plan: number): number {
+  const sym = library().symbols;
+  const id = threadOwnerId();
+  if (id === 0) return plan;
+  const ref = sym.mtc_ref_adopt!(id, REF_PLAN, plan);
+  if (ref === 0) {
+    const error = refError("keeping a plan");
+    sym.mtc_plan_release(plan);
+    throw error;
+  }
+  return ref;
+}
+
+/** Releases a plan reference from {@link adoptPlanRef} (waiting for its copy in flight). */
+export function releasePlanRef(ref: number): void {
+  const sym = library().symbols;
+  if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
+  else sym.mtc_plan_release(ref);
+}
+
+let releaseCallback: number | undefined | null = null;
+
+/**
+ * The C function that releases a block ref given as context, shaped as an
+ * external buffer's deallocator (Bun); undefined where the runtime has no
+ * such deallocators.
+ */
+export function blockRefReleaseCallback(lib: MtcLibrary): number | undefined {
+  if (releaseCallback === null) {
+    releaseCallback = !lib.backend.externalDeallocators ? undefined
+      : threadOwnerId() !== 0 ? lib.functionAddress("mtc_ref_release_callback")
+      : lib.functionAddress("mtc_block_release_callback");
+  }
+  return releaseCallback;
+}
