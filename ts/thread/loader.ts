@@ -65,7 +65,7 @@ declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
 const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "./loader_worker.ts", import.meta.url);
 
-/** How long close() waits for the workers' threads to end before it leaves the rest to a timer. */
+/** How long close() waits for the workers' threads to end before it terminates them. */
 const THREAD_END_WAIT_MS = 1000;
 
 /** The little of a Worker the loader uses (both runtimes have web Workers). */
@@ -291,8 +291,8 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
    * those still in messages or in a copy included; a waiting next() ends
    * with `{ done: true }`. Batches handed out stay the consumer's.
    * Resolves once the workers' threads ended (or after a second, when one
-   * is still inside a long copy: what it made is released when it ends).
-   * Idempotent.
+   * is still busy: it is terminated then, and what it made is released
+   * when its thread ends). Idempotent.
    */
   close(): Promise<void> {
     this.#failure = null;
@@ -312,11 +312,9 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     if (this.#closing !== null) return this.#closing;
     this.#closed = true;
     this.#signal?.removeEventListener("abort", this.#onAbort);
-    for (const thread of this.#workers) thread.terminate();
     for (const moved of this.#arrived.values()) dropMoved(moved);
     this.#arrived.clear();
-    // Parcels lost with the workers (made but never received) go once their threads ended.
-    this.#closing = dropWhenEnded(this.#owners.filter((owner) => owner !== undefined));
+    this.#closing = stopWorkers(this.#workers, this.#owners);
     this.#settle();
     return this.#closing;
   }
@@ -329,31 +327,46 @@ function fromWorker(error: unknown, index: number, worker: number): unknown {
 }
 
 /**
- * Drops the parcels each owner sent and nobody took, once the owner ended
- * (its thread exited: it makes no more). Waits a short while; owners still
- * alive then (a thread inside a long copy) are looked at again on a timer
- * that does not keep the process alive.
+ * Ends the workers and drops the parcels they sent that nobody took
+ * (messages lost with them). A worker asked to stop ends its thread
+ * between two steps, and its owner ends with it: from then on it sends
+ * nothing, and what it sent can be dropped. One that does not end within
+ * THREAD_END_WAIT_MS (a producer busy for long) is terminated, and its
+ * parcels are dropped, on a timer that does not keep the process alive,
+ * once its thread ended. A worker that never said its owner got no credit
+ * and sent nothing: it is terminated at once.
  */
-async function dropWhenEnded(owners: number[]): Promise<void> {
+async function stopWorkers(workers: LoaderWorker[], owners: (number | undefined)[]): Promise<void> {
+  const running: { thread: LoaderWorker; owner: number }[] = [];
+  workers.forEach((thread, i) => {
+    const owner = owners[i];
+    if (owner === undefined) {
+      thread.terminate();
+    } else {
+      thread.postMessage({ kind: "stop" });
+      running.push({ thread, owner });
+    }
+  });
   const started = performance.now();
-  let alive = dropEnded(owners);
+  let alive = dropEnded(running);
   for (let pause = 1; alive.length > 0 && performance.now() - started < THREAD_END_WAIT_MS; pause = Math.min(2 * pause, 20)) {
     await new Promise((resolve) => setTimeout(resolve, pause));
     alive = dropEnded(alive);
   }
+  for (const { thread } of running) thread.terminate();
   if (alive.length > 0) watchOwners(alive);
 }
 
-function watchOwners(owners: number[]): void {
+function watchOwners(workers: { owner: number }[]): void {
   unrefTimer(setTimeout(() => {
-    const alive = dropEnded(owners);
+    const alive = dropEnded(workers);
     if (alive.length > 0) watchOwners(alive);
   }, 100));
 }
 
-/** Drops what each ended owner left in transit; returns the owners still alive. */
-function dropEnded(owners: number[]): number[] {
-  return owners.filter((owner) => {
+/** Drops what each ended owner left in transit; returns the workers whose owner is still alive. */
+function dropEnded<W extends { owner: number }>(workers: W[]): W[] {
+  return workers.filter(({ owner }) => {
     if (ownerAlive(owner)) return true;
     dropMovedFrom(owner);
     return false;

@@ -36,8 +36,18 @@ export interface CreditMessage {
   readonly count: number;
 }
 
+/**
+ * Stop: the worker ends its thread at once (`close()`). It reads this
+ * between two of its own steps, never inside a copy or a move, so nothing
+ * of the library's is left half done; the loader terminates a worker that
+ * does not end soon (a producer busy for long).
+ */
+export interface StopMessage {
+  readonly kind: "stop";
+}
+
 /** From the loader to a worker. */
-export type ToWorker = StartMessage | CreditMessage;
+export type ToWorker = StartMessage | CreditMessage | StopMessage;
 
 /** From a worker to the loader. */
 export type FromWorker =

@@ -19,6 +19,7 @@ type Producer = (index: number, context: { worker: number; workers: number; args
 const scope = globalThis as unknown as {
   onmessage: ((event: { data: ToWorker }) => void) | null;
   postMessage(message: FromWorker): void;
+  close(): void;
 };
 
 let credits = 0;
@@ -27,9 +28,11 @@ let wake: (() => void) | null = null;
 scope.onmessage = ({ data }) => {
   if (data.kind === "start") {
     void produceAll(data);
-  } else {
+  } else if (data.kind === "credit") {
     credits += data.count;
     wake?.();
+  } else {
+    scope.close(); // between two steps: C gives back what this thread held as it ends
   }
 };
 // First of all: the loader gives credits only once it knows the owner.
