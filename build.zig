@@ -29,7 +29,7 @@ const lib_folders = [_]SourceFolder{
     // the driver (loaded at run time), devices, streams, events, kernels
     .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "launch.c", "stream_api.c", "user_module.c" } },
     // errors, options, environment knobs, the clock, version
-    .{ .path = "lib/src/base", .files = &.{ "clock.c", "env.c", "error.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
+    .{ .path = "lib/src/base", .files = &.{ "clock.c", "env.c", "error.c", "id_map.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
 };
 
 const SourceFolder = struct { path: []const u8, files: []const []const u8 };
