@@ -122,6 +122,7 @@ const device_tests = [_][]const u8{
     "test_pinned_direct",
     "test_threads",
     "test_owners",
+    "test_owner_threads",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
