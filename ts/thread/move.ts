@@ -116,7 +116,7 @@ class Outgoing {
       throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: an arena's tensor cannot be moved (the arena owns its memory): move the copy's result instead", { path: this.path(c, slot) });
     }
     const lib = library();
-    const base = lib.backend.pointerOf(new Uint8Array(buffer as ArrayBuffer, 0, 0));
+    const base = lib.backend.pointerOf(new Uint8Array(buffer as ArrayBuffer, 0, 1)); // not empty: an empty view may say 0
     const b = this.block(pinned.block, base, (buffer as ArrayBuffer).byteLength);
     const dtype = tensor !== null ? tensor.dtype : naturalDType(data)!;
     const extra = tensor !== null && tensor.strides !== undefined ? { strides: tensor.strides, offset: tensor.offset } : null;
