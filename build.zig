@@ -17,7 +17,7 @@ const std = @import("std");
 /// A new file needs only its folder's list.
 const lib_folders = [_]SourceFolder{
     // the plan's life cycle: create, add, submit, wait, results, release
-    .{ .path = "lib/src/plan", .files = &.{ "create.c", "destinations.c", "exit.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
+    .{ .path = "lib/src/plan", .files = &.{ "create.c", "destinations.c", "exit.c", "owner.c", "owner_refs.c", "owner_table.c", "phase.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
     // carrying a submitted plan out: background thread, one file per direction
     .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "into_host.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "transfer.c", "transfer_context.c" } },
     // where each leaf goes: reused, packed into a chunk, or its own block
@@ -29,7 +29,7 @@ const lib_folders = [_]SourceFolder{
     // the driver (loaded at run time), devices, streams, events, kernels
     .{ .path = "lib/src/cuda", .files = &.{ "debug_kernels.c", "device.c", "device_calls.c", "driver.c", "event.c", "fault.c", "kernels.c", "launch.c", "stream_api.c", "user_module.c" } },
     // errors, options, environment knobs, the clock, version
-    .{ .path = "lib/src/base", .files = &.{ "clock.c", "env.c", "error.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
+    .{ .path = "lib/src/base", .files = &.{ "clock.c", "env.c", "error.c", "id_map.c", "keep_loaded.c", "library.c", "options.c", "spin.c" } },
 };
 
 const SourceFolder = struct { path: []const u8, files: []const []const u8 };
@@ -121,6 +121,8 @@ const device_tests = [_][]const u8{
     "test_user_kernels",
     "test_pinned_direct",
     "test_threads",
+    "test_owners",
+    "test_owner_threads",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

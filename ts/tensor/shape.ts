@@ -40,7 +40,7 @@ export function vectorShape(n: number): readonly number[] {
   return shape;
 }
 
-function matrixShape(m: number, n: number): readonly number[] {
+export function matrixShape(m: number, n: number): readonly number[] {
   let rows = matrices.get(m);
   if (rows === undefined) {
     if (matrixCount >= CACHE_LIMIT) {

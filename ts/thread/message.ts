@@ -1,12 +1,19 @@
 /**
- * The message of a moved result (move.ts): one plain object, cheap to
- * clone. `root` mirrors the result's containers with null where each leaf
- * goes; the leaves are rows of numbers in `nums` (FIELDS each), their
- * shapes in `dims`, their slots in `slots`; `blocks` lists the C blocks
- * (four numbers each: block, ref, base address, bytes of a pinned buffer or
- * 0 for device memory), whose refs belong to the parcel until it is taken.
- * A leaf names its container by number: containers are numbered breadth
- * first, each once, which a structured clone keeps (order and sharing).
+ * The message of a moved result (move.ts sends it, take.ts takes it): one
+ * plain object, cheap to clone. The result's containers travel as a
+ * template, a JSON string that the receiver parses once per distinct
+ * structure and keeps; the leaves as rows of numbers in `nums` (FIELDS
+ * each) with their shapes in `dims`; everything else (numbers, strings,
+ * pageable typed arrays, Map keys) in `data`, cloned. `blocks` lists the
+ * C blocks (four numbers each: block, ref, base address and bytes of a
+ * pinned buffer, or 0 and 0 for device memory), whose refs belong to the
+ * parcel until it is taken.
+ *
+ * The template is an array of containers, numbered breadth first, each
+ * once: [kind, ...entries]. An array's entries are codes, an object's are
+ * key and code pairs, a Map's are key code and value code pairs. A code is
+ * a container's number, LEAF (the next leaf) or DATA (the next value of
+ * `data`); both sides visit entries in the same order.
  *
  * @module
  */
@@ -15,6 +22,16 @@ import { MtcError, Status, type StatusName } from "../base/errors.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
 
 export const MOVED = "mtc.moved";
+
+/** Codes of the template. */
+export const LEAF = -1;
+export const DATA = -2;
+
+/** Container kinds. */
+export const ARRAY = 0;
+export const OBJECT = 1;
+export const MAP = 2;
+export const BARE_OBJECT = 3;
 
 /** Leaf kinds. */
 export const DEVICE = 0;
@@ -26,9 +43,9 @@ export const PACKED = 1;
 export const KEEPS_TENSOR = 2;
 export const NATURAL = 4;
 
-/** The fields of a leaf's row in `nums`. a, b: device (address, offset in block); pinned (byte offset, bytes). */
-export const F = { kind: 0, container: 1, block: 2, a: 3, b: 4, bytes: 5, device: 6, dtype: 7, flags: 8, ndim: 9 } as const;
-export const FIELDS = 10;
+/** The fields of a leaf's row in `nums`. a, b: device (address, offset in block); pinned (byte offset, elements). */
+export const F = { kind: 0, block: 1, a: 2, b: 3, bytes: 4, device: 5, dtype: 6, flags: 7, ndim: 8 } as const;
+export const FIELDS = 9;
 
 /** A Tensor's layout (and, for pageable memory, its elements: cloned with the message). */
 export interface TensorExtra {
@@ -58,10 +75,12 @@ export interface Moved<T = unknown> {
   readonly parcel: number;
   /** The sending thread's owner. */
   readonly sender: number;
-  readonly root?: unknown;
+  /** The root: a container's number (0), LEAF or DATA. */
+  readonly root?: number;
+  readonly template?: string;
   readonly nums?: Float64Array;
-  readonly slots?: (string | number)[];
   readonly dims?: Float64Array;
+  readonly data?: unknown[];
   readonly extras?: (TensorExtra | null)[] | null;
   readonly blocks?: Float64Array;
   readonly error?: MovedError;
@@ -72,55 +91,6 @@ export interface Moved<T = unknown> {
 /** True for a message of moveResult (as posted, or as received). */
 export function isMoved(x: unknown): x is Moved {
   return typeof x === "object" && x !== null && (x as { mtc?: unknown }).mtc === MOVED;
-}
-
-/** The containers of a received `root`, numbered as the sender numbered its mirror's. */
-export function collectContainers(root: unknown): object[] {
-  const queue: object[] = [];
-  const seen = new Set<object>();
-  const visit = (value: unknown) => {
-    if (typeof value !== "object" || value === null || seen.has(value)) return;
-    const proto = Object.getPrototypeOf(value);
-    if (!Array.isArray(value) && !(value instanceof Map) && proto !== Object.prototype && proto !== null) return;
-    seen.add(value);
-    queue.push(value);
-  };
-  visit(root);
-  for (let c = 0; c < queue.length; c++) {
-    const container = queue[c]!;
-    if (Array.isArray(container)) for (const v of container) visit(v);
-    else if (container instanceof Map) for (const v of container.values()) visit(v);
-    else for (const key of Object.keys(container)) visit((container as Record<string, unknown>)[key]);
-  }
-  return queue;
-}
-
-/** Maps' keys by entry index, for placing leaves (a Map slot is its entry's index). */
-const mapKeys = new WeakMap<Map<unknown, unknown>, unknown[]>();
-
-/** Puts a leaf at `slot` of `container`. */
-export function placeLeaf(container: object, slot: string | number, value: unknown): void {
-  if (container instanceof Map) {
-    let keys = mapKeys.get(container);
-    if (keys === undefined) mapKeys.set(container, keys = Array.from(container.keys()));
-    container.set(keys[slot as number], value);
-  } else {
-    (container as Record<string | number, unknown>)[slot] = value;
-  }
-}
-
-/** The path of `slot` in container `c` ("" for the root), as leaf paths are written (".a[0]"). */
-export function movedPath(parents: number[], slots: (string | number)[], containers: object[], c: number, slot: string | number): string {
-  const parts: string[] = [];
-  let container = c;
-  let at: string | number = slot;
-  while (container >= 0) {
-    const node = containers[container];
-    parts.push(Array.isArray(node) || node instanceof Map ? `[${String(at)}]` : `.${String(at)}`);
-    at = slots[container]!;
-    container = parents[container]!;
-  }
-  return parts.reverse().join("");
 }
 
 /** `error` as it crosses threads: name, message, stack, and an MtcError's status, code and path. */

@@ -13,11 +13,9 @@
 import { MtcError, Status } from "../base/errors.ts";
 import { AsyncCopyHandle } from "../copy/handle.ts";
 import { library } from "../ffi/library.ts";
-import { createOwner, OWNER_PARCEL, releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
-import { BlockHolder } from "../gpu/block.ts";
+import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
 import {
   DeviceTensor,
-  holderOf,
   isDeviceTensor,
   tensorAddress,
   tensorBytes,
@@ -28,53 +26,60 @@ import {
   tensorOffset,
   tensorShape,
 } from "../tensor/device_tensor.ts";
-import { DTYPES, type DType, isTypedArray, naturalDType, type TypedArray, viewStorage } from "../tensor/dtype.ts";
-import { pinnedBlockOf, pinnedBuffer, releasePinned } from "../tensor/host_output.ts";
-import { frozenShape } from "../tensor/shape.ts";
-import { Tensor, trustedTensor } from "../tensor/tensor.ts";
+import { DTYPES, type DType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
+import { pinnedBlockOf, releasePinned } from "../tensor/host_output.ts";
+import { Tensor } from "../tensor/tensor.ts";
 import { bufferUnder, viewByteLength, viewByteOffset } from "../base/views.ts";
 import {
-  collectContainers,
+  ARRAY,
+  BARE_OBJECT,
+  DATA,
   DEVICE,
-  errorFromMessage,
   errorMessage,
-  F,
-  FIELDS,
   isMoved,
   KEEPS_TENSOR,
+  LEAF,
+  MAP,
   type Moved,
   MOVED,
-  movedPath,
   NATURAL,
+  OBJECT,
   PACKED,
   PINNED,
-  placeLeaf,
   TENSOR,
   type TensorExtra,
 } from "./message.ts";
 
 export { isMoved, type Moved } from "./message.ts";
+export { takeResult } from "./take.ts";
 
-/** Walks `value` once, mirroring its containers; what moveResult sends. */
+/** Walks `value` once, breadth first, writing the template, the leaves and the data; what moveResult sends. */
 class Outgoing {
+  readonly template: (string | number)[][] = [];
   readonly containers: object[] = [];
   /** Per container: its parent container and its slot there (for leaf paths in errors). */
   readonly parents: number[] = [];
   readonly parentSlots: (string | number)[] = [];
   readonly nums: number[] = [];
-  readonly slots: (string | number)[] = [];
   readonly dims: number[] = [];
+  readonly data: unknown[] = [];
   readonly extras: (TensorExtra | null)[] = [];
   /** Distinct blocks: pointer → index; per index, [block, ref, base, bytes]. */
   readonly blockIndex = new Map<number, number>();
   readonly blocks: number[] = [];
   readonly devices: DeviceTensor[] = [];
   readonly pinnedLeaves: (TypedArray | Tensor)[] = [];
-  readonly seen = new Map<object, object>();
-  root: unknown = null;
+  readonly seen = new Map<object, number>();
+  root = DATA;
 
-  path(container: number, slot: string | number): string {
-    return movedPath(this.parents, this.parentSlots, this.containers, container, slot);
+  /** The path of `slot` in container `c` (-1: the root itself), as leaf paths are written (".a[0]"). */
+  path(c: number, slot: string | number): string {
+    const parts: string[] = [];
+    for (let at = slot; c >= 0; at = this.parentSlots[c]!, c = this.parents[c]!) {
+      const node = this.containers[c];
+      parts.push(Array.isArray(node) || node instanceof Map ? `[${String(at)}]` : `.${String(at)}`);
+    }
+    return parts.reverse().join("");
   }
 
   /** The block's index in the message, adding it (with its base address and bytes) on first sight. */
@@ -95,9 +100,8 @@ class Outgoing {
       if (tensorDisposed(value)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the DeviceTensor was disposed (or moved already)", { path: this.path(c, slot) });
       const block = value.block;
       const b = block === 0 ? -1 : this.block(block, 0, 0);
-      const shape = tensorShape(value);
       const flags = (value.packed ? PACKED : 0) | (tensorKeepsTensor(value) ? KEEPS_TENSOR : 0);
-      this.push(DEVICE, c, slot, b, tensorAddress(value), tensorOffset(value), tensorBytes(value), tensorDevice(value), tensorDType(value), flags, shape, null);
+      this.push(DEVICE, b, tensorAddress(value), tensorOffset(value), tensorBytes(value), tensorDevice(value), tensorDType(value), flags, tensorShape(value), null);
       this.devices.push(value);
       return true;
     }
@@ -107,86 +111,79 @@ class Outgoing {
     const buffer = bufferUnder(data)!;
     const pinned = pinnedBlockOf(buffer);
     if (pinned === undefined) {
-      if (tensor === null) return false; // a pageable array: cloned with the containers
+      if (tensor === null) return false; // a pageable array: data, cloned
       const extra: TensorExtra = { data, strides: tensor.strides, offset: tensor.offset };
-      this.push(TENSOR, c, slot, -1, 0, 0, 0, 0, tensor.dtype, 0, tensor.shape, extra);
+      this.push(TENSOR, -1, 0, 0, 0, 0, tensor.dtype, 0, tensor.shape, extra);
       return true;
     }
     if (!pinned.releasable) {
       throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: an arena's tensor cannot be moved (the arena owns its memory): move the copy's result instead", { path: this.path(c, slot) });
     }
-    const lib = library();
-    const base = lib.backend.pointerOf(new Uint8Array(buffer as ArrayBuffer, 0, 0));
+    const base = library().backend.pointerOf(new Uint8Array(buffer as ArrayBuffer, 0, 1)); // not empty: an empty view may say 0
     const b = this.block(pinned.block, base, (buffer as ArrayBuffer).byteLength);
     const dtype = tensor !== null ? tensor.dtype : naturalDType(data)!;
     const extra = tensor !== null && tensor.strides !== undefined ? { strides: tensor.strides, offset: tensor.offset } : null;
     const shape = tensor !== null ? tensor.shape : [data.length];
-    this.push(PINNED, c, slot, b, viewByteOffset(data), viewByteLength(data), data.length, 0, dtype, tensor === null ? NATURAL : 0, shape, extra);
+    this.push(PINNED, b, viewByteOffset(data), data.length, viewByteLength(data), 0, dtype, tensor === null ? NATURAL : 0, shape, extra);
     this.pinnedLeaves.push(value as TypedArray | Tensor);
     return true;
   }
 
-  push(kind: number, c: number, slot: string | number, block: number, a: number, b: number, bytes: number, device: number, dtype: DType, flags: number, shape: readonly number[], extra: TensorExtra | null): void {
-    this.nums.push(kind, c, block, a, b, bytes, device, DTYPES.indexOf(dtype), flags, shape.length);
+  push(kind: number, block: number, a: number, b: number, bytes: number, device: number, dtype: DType, flags: number, shape: readonly number[], extra: TensorExtra | null): void {
+    this.nums.push(kind, block, a, b, bytes, device, DTYPE_CODE.get(dtype)!, flags, shape.length);
     for (const extent of shape) this.dims.push(extent);
-    this.slots.push(slot);
     this.extras.push(extra);
   }
 
-  /** A container's mirror (made on first sight, numbered in the order the receiver numbers the clone's). */
-  container(value: object, parent: number, slot: string | number, queue: object[]): object | undefined {
-    const known = this.seen.get(value);
-    if (known !== undefined) return known;
-    let mirror: object;
-    if (Array.isArray(value)) mirror = new Array(value.length);
-    else if (value instanceof Map) mirror = new Map();
-    else {
-      const proto = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) return undefined;
-      mirror = {};
+  /** The code of `value` at `slot` of container `c`: a container's number (numbering it on first sight), LEAF or DATA. */
+  code(value: unknown, c: number, slot: string | number): number {
+    if (typeof value === "object" && value !== null) {
+      const known = this.seen.get(value);
+      if (known !== undefined) return known;
+      if (this.leaf(value, c, slot)) return LEAF;
+      const kind = Array.isArray(value) ? ARRAY : value instanceof Map ? MAP : plainKind(value);
+      if (kind >= 0) {
+        const n = this.containers.length;
+        this.seen.set(value, n);
+        this.containers.push(value);
+        this.parents.push(c);
+        this.parentSlots.push(slot);
+        this.template.push([kind]);
+        return n;
+      }
     }
-    this.seen.set(value, mirror);
-    this.containers.push(mirror);
-    this.parents.push(parent);
-    this.parentSlots.push(slot);
-    queue.push(value);
-    return mirror;
+    this.data.push(value);
+    return DATA;
   }
 
-  /** Mirrors `value`, recording its leaves. */
+  /** Walks `value`: its containers in the order they were numbered, each entry once. */
   walk(value: unknown): void {
-    if (typeof value !== "object" || value === null) {
-      this.root = value;
-      return;
-    }
-    if (this.leaf(value, -1, "")) return;
-    // Breadth first, each container once: the receiver numbers the clone's containers the same way.
-    const queue: object[] = [];
-    const rootMirror = this.container(value, -1, "", queue);
-    this.root = rootMirror ?? value;
-    for (let c = 0; c < queue.length; c++) {
-      const input = queue[c]!;
-      const mirror = this.containers[c]!;
-      const put = (slot: string | number, child: unknown, set: (v: unknown) => void) => {
-        if (typeof child !== "object" || child === null) return set(child);
-        if (this.leaf(child, c, slot)) return set(null);
-        const m = this.container(child, c, slot, queue);
-        set(m ?? child);
-      };
+    this.root = this.code(value, -1, "");
+    for (let c = 0; c < this.containers.length; c++) {
+      const input = this.containers[c]!;
+      const entries = this.template[c]!;
       if (Array.isArray(input)) {
-        const out = mirror as unknown[];
-        for (let i = 0; i < input.length; i++) put(i, input[i], (v) => (out[i] = v));
+        for (let i = 0; i < input.length; i++) entries.push(this.code(input[i], c, i));
       } else if (input instanceof Map) {
-        const out = mirror as Map<unknown, unknown>;
         let i = 0;
-        for (const [k, v] of input) put(i++, v, (m) => out.set(k, m));
+        for (const [k, v] of input) {
+          this.data.push(k);
+          entries.push(DATA, this.code(v, c, i++));
+        }
       } else {
-        const out = mirror as Record<string, unknown>;
-        for (const key of Object.keys(input)) put(key, (input as Record<string, unknown>)[key], (v) => (out[key] = v));
+        for (const key of Object.keys(input)) entries.push(key, this.code((input as Record<string, unknown>)[key], c, key));
       }
     }
   }
 }
+
+/** OBJECT for a plain object, BARE_OBJECT for one without a prototype, -1 for anything else (data). */
+function plainKind(value: object): number {
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype ? OBJECT : proto === null ? BARE_OBJECT : -1;
+}
+
+const DTYPE_CODE = new Map(DTYPES.map((d, i) => [d, i]));
 
 /**
  * Moves a result out of this thread: returns one plain message to post
@@ -246,82 +243,13 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
     parcel,
     sender,
     root: out.root,
+    template: JSON.stringify(out.template),
     nums: new Float64Array(out.nums),
-    slots: out.slots,
     dims: new Float64Array(out.dims),
+    data: out.data,
     extras: out.extras.some((e) => e !== null) ? out.extras : null,
     blocks: new Float64Array(out.blocks),
   } as Moved<T>;
-}
-
-/**
- * Takes a moved result on this thread, once: returns the value, whose
- * references are now this thread's (given back by dispose, disposeAll, the
- * garbage collector, or C when this thread exits). A moved error comes back
- * as an MtcError (or Error), returned, not thrown, with the sender's
- * stack. A message taken already, or dropped, is an MtcError
- * (MTC_ERR_INVALID_STATE).
- */
-export function takeResult<T>(message: Moved<T>): T {
-  if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
-  const m = message as Required<Moved<T>>;
-  if (m.error !== undefined) return errorFromMessage(m.error) as T;
-  const lib = library();
-  const sym = lib.symbols;
-  if (m.parcel !== 0) {
-    const status = sym.mtc_owner_take!(m.parcel, threadOwnerId());
-    if (status !== Status.MTC_OK) {
-      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken already, or dropped (parcel ${m.parcel})`);
-    }
-  }
-  // Every ref is this thread's now: each gets its holder before anything can throw.
-  const blocks = m.blocks;
-  const holders: (BlockHolder | ArrayBuffer)[] = [];
-  try {
-    for (let i = 0; i < blocks.length; i += 4) {
-      const block = blocks[i]!, ref = blocks[i + 1]!, base = blocks[i + 2]!, bytes = blocks[i + 3]!;
-      holders.push(bytes === 0 && base === 0 ? new BlockHolder(block, ref) : pinnedBuffer(lib, block, base, bytes, true, ref));
-    }
-  } catch (e) {
-    for (let i = holders.length * 4; i < blocks.length; i += 4) releaseBlockRef(blocks[i + 1]!);
-    throw e;
-  }
-  const containers = collectContainers(m.root);
-  const nums = m.nums;
-  let root = m.root;
-  let dim = 0;
-  for (let at = 0, leaf = 0; at < nums.length; at += FIELDS, leaf++) {
-    const kind = nums[at + F.kind]!;
-    const dtype = DTYPES[nums[at + F.dtype]!]!;
-    const ndim = nums[at + F.ndim]!;
-    const shape = frozenShape(Array.from(m.dims.subarray(dim, dim + ndim)));
-    dim += ndim;
-    const flags = nums[at + F.flags]!;
-    const b = nums[at + F.block]!;
-    let value: unknown;
-    if (kind === DEVICE) {
-      const holder = b < 0 ? null : holders[b] as BlockHolder;
-      holder?.acquire();
-      value = new DeviceTensor(nums[at + F.a]!, shape, dtype, nums[at + F.device]!, nums[at + F.bytes]!, holder?.block ?? 0, nums[at + F.b]!, (flags & PACKED) !== 0, holder, (flags & KEEPS_TENSOR) !== 0);
-    } else if (kind === PINNED) {
-      value = pinnedLeaf(holders[b] as ArrayBuffer, nums[at + F.a]!, nums[at + F.bytes]!, dtype, shape, flags, m.extras?.[leaf] ?? null);
-    } else {
-      const extra = m.extras![leaf]!;
-      value = new Tensor(extra.data!, shape, dtype, extra.strides === undefined ? undefined : { strides: extra.strides, offset: extra.offset });
-    }
-    const c = nums[at + F.container]!;
-    if (c < 0) root = value;
-    else placeLeaf(containers[c]!, m.slots[leaf]!, value);
-  }
-  return root as T;
-}
-
-/** A pinned leaf of the receiver's buffer: `elements` at `byteOffset`, as the sender had it. */
-function pinnedLeaf(buffer: ArrayBuffer, byteOffset: number, elements: number, dtype: DType, shape: readonly number[], flags: number, extra: TensorExtra | null): TypedArray | Tensor {
-  const data = viewStorage(dtype, buffer, byteOffset, elements)!; // aligned: the sender's view was
-  if ((flags & NATURAL) !== 0) return data;
-  if (extra !== null) return new Tensor(data, shape, dtype, { strides: extra.strides!, offset: extra.offset });
-  return trustedTensor(data, shape, dtype);
 }
 
 /** Gives back a message's references without taking it (a message no thread will take). Taken already or dropped: nothing. */

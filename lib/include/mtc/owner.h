@@ -44,8 +44,12 @@ enum {
 };
 
 /* Creates an owner. flags: 0, MTC_OWNER_THREAD or MTC_OWNER_PARCEL (not
- * both); sender: for a parcel, the owner sending it (0 for none), else
- * ignored. */
+ * both); sender: for a parcel, the owner sending it (0 for none; else it
+ * must be alive now), else ignored. Writes its id to *out (0 on failure).
+ * MTC_ERR_INVALID_ARGUMENT for other flags or an unknown sender. A thread's
+ * owner is released when the thread exits through pthread_exit or by
+ * returning; a process that ends with exit() releases nothing (its memory
+ * goes with it). */
 MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
                                     mtc_owner *out);
 
@@ -74,8 +78,8 @@ MTC_API uint64_t mtc_parcels_live(void);
 MTC_API mtc_ref mtc_ref_retain_block(mtc_owner owner, mtc_block *block);
 
 /* Records a reference the caller already holds (a plan from
- * mtc_plan_create, a block from mtc_host_block_alloc or mtc_device_alloc,
- * an event) as the owner's, under kind; returns its ref. On failure (an
+ * mtc_plan_create, a block from mtc_host_block_alloc or
+ * mtc_device_block_alloc, an event) as the owner's, under kind; returns its ref. On failure (an
  * unknown owner, a bad kind, NULL) returns 0 and the reference stays the
  * caller's, untouched. */
 MTC_API mtc_ref mtc_ref_adopt(mtc_owner owner, uint32_t kind, void *object);
@@ -102,11 +106,14 @@ MTC_API mtc_status mtc_ref_move(mtc_owner from, mtc_owner to, mtc_ref *refs,
 /* Takes every reference of parcel into owner `to` and ends the parcel. The
  * refs keep their numbers: the message that carried them still names them.
  * A parcel taken, released or dropped already, or an owner that is not a
- * parcel: MTC_ERR_INVALID_STATE ("taken already or dropped"). */
+ * parcel: MTC_ERR_INVALID_STATE ("taken already or dropped"); `to` unknown
+ * or the parcel itself: MTC_ERR_INVALID_ARGUMENT, taking nothing. */
 MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to);
 
 /* Releases every parcel sent by `sender` and not taken (messages lost with
- * a closed port or a terminated worker); returns how many. */
+ * a closed port or a terminated worker); returns how many. `sender` may have
+ * ended already; 0 drops nothing (a parcel of no sender is released only
+ * by itself). */
 MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender);
 
 #endif /* MTC_PUBLIC_OWNER_H */

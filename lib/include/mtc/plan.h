@@ -121,10 +121,11 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan);
 /* Blocks until the copy has finished (or failed) and returns as poll would,
  * writing host destinations as poll does. Waits for this copy only, not for
  * other work on the GPU. Safe to call from another thread than the one
- * polling the plan as long as the plan is not released meanwhile; a
- * binding whose wait runs on another thread than the one that owns the
- * host destinations (an FFI "nonblocking" call) uses mtc_plan_wait_device.
- * Undefined: a released plan, and release while this call runs. */
+ * polling the plan; a release on the other thread once this call blocks
+ * waits for it to return (see mtc_plan_release). A binding whose wait runs
+ * on another thread than the one that owns the host destinations (an FFI
+ * "nonblocking" call) uses mtc_plan_wait_device. Undefined: a released
+ * plan, and a release that may begin before this call does. */
 MTC_API mtc_status mtc_plan_wait(mtc_plan *plan);
 
 /* As mtc_plan_wait, but never writes host destinations: MTC_OK once the
@@ -167,10 +168,13 @@ MTC_API int64_t mtc_plan_error_leaf(const mtc_plan *plan);
 
 /* Releases the plan: waits for a copy in flight, returns staging memory to
  * its pool and drops the plan's block references (blocks retained by the
- * caller live on). NULL is ignored. Undefined: releasing a plan twice
- * (glibc may abort with "double free detected", or worse), any call on it
- * afterwards, and releasing it while another thread is in a call on it
- * (mtc_plan_wait, mtc_plan_stop_reading, ...). */
+ * caller live on). NULL is ignored. A wait already blocked in another
+ * thread (mtc_plan_wait, mtc_plan_wait_device, mtc_plan_completion_event:
+ * an FFI call on a runtime's thread pool, say) is let finish first.
+ * Undefined: releasing a plan twice (glibc may abort with "double free
+ * detected", or worse), any call on it afterwards, and any other call on it
+ * in another thread that may overlap the release (one that may begin once
+ * the release has begun, mtc_plan_stop_reading, ...). */
 MTC_API void mtc_plan_release(mtc_plan *plan);
 
 #endif /* MTC_PUBLIC_PLAN_H */

@@ -45,6 +45,7 @@ MTC_API mtc_status mtc_plan_create(int32_t target_device,
   plan->stats.struct_size = sizeof plan->stats;
   pthread_mutex_init(&plan->lock, NULL);
   pthread_cond_init(&plan->submitted, NULL);
+  pthread_cond_init(&plan->waiters_left, NULL);
   mtc_plan_count_created();
   mtc_plan_track(plan);
   *out_plan = plan;

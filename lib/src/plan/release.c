@@ -21,6 +21,11 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
      * them (it may run at garbage-collection time). */
     mtc_plan_wait_device(plan);
   }
+  /* A wait on another thread (an FFI call on a runtime's pool) may still be
+   * on its way out of the plan. */
+  pthread_mutex_lock(&plan->lock);
+  while (plan->waiters > 0) pthread_cond_wait(&plan->waiters_left, &plan->lock);
+  pthread_mutex_unlock(&plan->lock);
   mtc_plan_untrack(plan);
   /* A staging request at the pinned pool's limit may be settling it. */
   mtc_in_flight_forget(plan);
@@ -61,6 +66,7 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
   free(plan->staging);
   free(plan->held_events);
   pthread_cond_destroy(&plan->submitted);
+  pthread_cond_destroy(&plan->waiters_left);
   pthread_mutex_destroy(&plan->lock);
   free(plan);
   mtc_plan_count_released();

@@ -72,7 +72,16 @@ MTC_API mtc_status mtc_plan_poll(mtc_plan *plan) { return poll(plan, 1); }
 
 MTC_API mtc_status mtc_plan_poll_device(mtc_plan *plan) { return poll(plan, 0); }
 
-/* Waits until the copy's device work is over; returns with the lock held. */
+/* A wait that lets go of the lock counts itself in, so that a release on
+ * another thread waits for it to leave (plan_state.h). Lock held. */
+static void waiter_enter_locked(mtc_plan *plan) { plan->waiters++; }
+
+static void waiter_leave_locked(mtc_plan *plan) {
+  if (--plan->waiters == 0) pthread_cond_broadcast(&plan->waiters_left);
+}
+
+/* Waits until the copy's device work is over; returns with the lock held
+ * and the caller counted as a waiter (waiter_leave_locked before unlocking). */
 static mtc_status wait_device_locked(mtc_plan *plan) {
   if (plan == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "plan must not be NULL");
@@ -84,6 +93,7 @@ static mtc_status wait_device_locked(mtc_plan *plan) {
     pthread_mutex_unlock(&plan->lock);
     return MTC_ERR_INVALID_STATE;
   }
+  waiter_enter_locked(plan);
   if (plan->phase == MTC_PHASE_SUBMITTING) {
     /* A small copy is submitted within tens of µs: spin that long before
      * sleeping, since waking a sleeping thread costs as much again. */
@@ -124,6 +134,7 @@ MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
   if (status != MTC_OK) return status;
   land_host_destinations_locked(plan);
   status = settled_status_locked(plan);
+  waiter_leave_locked(plan);
   pthread_mutex_unlock(&plan->lock);
   return status;
 }
@@ -132,6 +143,7 @@ MTC_API mtc_status mtc_plan_wait_device(mtc_plan *plan) {
   mtc_status status = wait_device_locked(plan);
   if (status != MTC_OK) return status;
   status = settled_status_locked(plan);
+  waiter_leave_locked(plan);
   pthread_mutex_unlock(&plan->lock);
   return status;
 }
@@ -173,9 +185,11 @@ MTC_API mtc_status mtc_plan_completion_event(mtc_plan *plan,
   }
   /* The event exists once the copy is enqueued: a background submission
    * is waited for (staging takes a while; the copy itself is not). */
+  waiter_enter_locked(plan);
   while (plan->phase == MTC_PHASE_SUBMITTING) {
     pthread_cond_wait(&plan->submitted, &plan->lock);
   }
+  waiter_leave_locked(plan);
   mtc_status status = MTC_OK;
   if (plan->phase == MTC_PHASE_FAILED) {
     status = mtc_plan_report(plan, plan->status);

@@ -125,6 +125,13 @@ struct mtc_plan {
 
   pthread_mutex_t lock;
   pthread_cond_t submitted; /* broadcast when the phase leaves SUBMITTING */
+  /* Threads in a wait on the plan that lets go of the lock meanwhile
+   * (plan/wait.c): a wait may run on another thread (an FFI call on a
+   * runtime's pool) while the plan is released, so release waits, after its
+   * own wait, until none is left. Under the lock; `waiters_left` is
+   * broadcast when it drops to 0. */
+  int waiters;
+  pthread_cond_t waiters_left;
   mtc_plan_phase phase;
   /* Set with the phase leaving SUBMITTING: what a waiter spins on without
    * the lock (spinning on the lock would slow the thread that sets it). */

@@ -1,0 +1,194 @@
+/* owner.c — owners (mtc/owner.h): create, release, the thread-exit release
+ * of MTC_OWNER_THREAD owners, and parcels taken or dropped. The ledger is
+ * owner_table.c's; what an ended owner held is released here, after its
+ * lock is let go. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "base/keep_loaded.h"
+#include "plan/owner_table.h"
+
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static int thread_key_ready;
+
+/* The thread is exiting: its owners end, and what they held is released
+ * (a Deno worker terminated without an event ends this way). An owner
+ * released explicitly before has left the list already. */
+static void release_thread_owners(void *value) {
+  mtc_thread_owners *list = value;
+  mtc_ref_entry *held = NULL;
+  mtc_owners_lock();
+  while (list->count > 0) {
+    mtc_owner_record *owner = list->owners[--list->count];
+    owner->thread = NULL;
+    held = mtc_ref_entries_join(held, mtc_owner_end_locked(owner));
+  }
+  mtc_owners_unlock();
+  free(list->owners);
+  free(list);
+  mtc_ref_entries_release(held, 1);
+}
+
+static void make_thread_key(void) {
+  /* The destructor's code must stay mapped for as long as threads run,
+   * even if a runtime dlclose()s libmtc. */
+  mtc_keep_loaded();
+  thread_key_ready = pthread_key_create(&thread_key, release_thread_owners) == 0;
+}
+
+/* The calling thread's list, made on first use; NULL when it cannot be. */
+static mtc_thread_owners *this_thread_owners(void) {
+  pthread_once(&thread_key_once, make_thread_key);
+  if (!thread_key_ready) return NULL;
+  mtc_thread_owners *list = pthread_getspecific(thread_key);
+  if (list != NULL) return list;
+  list = calloc(1, sizeof *list);
+  if (list == NULL) return NULL;
+  if (pthread_setspecific(thread_key, list) != 0) {
+    free(list);
+    return NULL;
+  }
+  return list;
+}
+
+/* Lists owner as one of the thread's. Lock held. */
+static mtc_status join_thread_locked(mtc_thread_owners *list,
+                                     mtc_owner_record *owner) {
+  if (list->count == list->capacity) {
+    size_t capacity = list->capacity ? list->capacity * 2 : 4;
+    mtc_owner_record **grown = realloc(list->owners, capacity * sizeof *grown);
+    if (grown == NULL) {
+      return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    list->owners = grown;
+    list->capacity = capacity;
+  }
+  list->owners[list->count++] = owner;
+  owner->thread = list;
+  return MTC_OK;
+}
+
+MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
+                                    mtc_owner *out) {
+  if (out == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_owner_create: out must not be NULL");
+  }
+  *out = 0;
+  if ((flags & ~(uint32_t)(MTC_OWNER_THREAD | MTC_OWNER_PARCEL)) != 0 ||
+      flags == (MTC_OWNER_THREAD | MTC_OWNER_PARCEL)) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_owner_create: flags 0x%x are not 0, "
+                         "MTC_OWNER_THREAD or MTC_OWNER_PARCEL",
+                         (unsigned)flags);
+  }
+  mtc_thread_owners *list = NULL;
+  if (flags & MTC_OWNER_THREAD) {
+    list = this_thread_owners();
+    if (list == NULL) {
+      return mtc_error_set(MTC_ERR_OUT_OF_MEMORY,
+                           "mtc_owner_create: no thread-local list for the "
+                           "thread's owners");
+    }
+  }
+  mtc_owners_lock();
+  mtc_status status = MTC_OK;
+  /* A parcel's sender must exist when it sends; the parcel outlives it. */
+  if ((flags & MTC_OWNER_PARCEL) && sender != 0 &&
+      mtc_owner_expect_locked(sender, "sender") == NULL) {
+    status = MTC_ERR_INVALID_ARGUMENT;
+  }
+  mtc_owner_record *owner = NULL;
+  if (status == MTC_OK) {
+    owner = mtc_owner_new_locked(flags, sender);
+    if (owner == NULL) status = MTC_ERR_OUT_OF_MEMORY;
+  }
+  if (owner != NULL && list != NULL) {
+    status = join_thread_locked(list, owner);
+    if (status != MTC_OK) {
+      (void)mtc_owner_end_locked(owner); /* holds nothing yet */
+      owner = NULL;
+    }
+  }
+  if (owner != NULL) *out = owner->id;
+  mtc_owners_unlock();
+  return status;
+}
+
+MTC_API mtc_status mtc_owner_release(mtc_owner id) {
+  mtc_owners_lock();
+  mtc_owner_record *owner = mtc_owner_expect_locked(id, "owner");
+  mtc_ref_entry *held = owner ? mtc_owner_end_locked(owner) : NULL;
+  mtc_owners_unlock();
+  if (owner == NULL) return MTC_ERR_INVALID_ARGUMENT;
+  mtc_ref_entries_release(held, 1);
+  return MTC_OK;
+}
+
+MTC_API int32_t mtc_owner_alive(mtc_owner id) {
+  mtc_owners_lock();
+  int32_t alive = mtc_owner_find_locked(id) != NULL;
+  mtc_owners_unlock();
+  return alive;
+}
+
+MTC_API int64_t mtc_owner_ref_count(mtc_owner id) {
+  mtc_owners_lock();
+  mtc_owner_record *owner = mtc_owner_find_locked(id);
+  int64_t count = owner ? (int64_t)owner->ref_count : -1;
+  mtc_owners_unlock();
+  return count;
+}
+
+MTC_API uint64_t mtc_parcels_live(void) {
+  mtc_owners_lock();
+  uint64_t count = mtc_parcel_count_locked();
+  mtc_owners_unlock();
+  return count;
+}
+
+MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to) {
+  mtc_owners_lock();
+  mtc_status status = MTC_OK;
+  mtc_owner_record *from = mtc_owner_find_locked(parcel);
+  mtc_owner_record *into = NULL;
+  if (from == NULL || !(from->flags & MTC_OWNER_PARCEL)) {
+    status = mtc_error_set(MTC_ERR_INVALID_STATE,
+                           "mtc_owner_take: %llu is no parcel to take (taken "
+                           "already or dropped, or not a parcel)",
+                           (unsigned long long)parcel);
+  } else if (parcel == to) {
+    status = mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "mtc_owner_take: parcel %llu cannot take itself",
+                           (unsigned long long)parcel);
+  } else if ((into = mtc_owner_expect_locked(to, "to")) == NULL) {
+    status = MTC_ERR_INVALID_ARGUMENT;
+  }
+  if (status == MTC_OK) {
+    while (from->refs != NULL) mtc_ref_hand_over_locked(from->refs, into);
+    (void)mtc_owner_end_locked(from); /* holds nothing now */
+  }
+  mtc_owners_unlock();
+  return status;
+}
+
+MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender) {
+  if (sender == 0) return 0; /* parcels of no sender go only one by one */
+  mtc_ref_entry *held = NULL;
+  uint64_t dropped = 0;
+  mtc_owners_lock();
+  mtc_owner_record *parcel = mtc_parcels_locked();
+  while (parcel != NULL) {
+    mtc_owner_record *next = parcel->parcel_next;
+    if (parcel->sender == sender) {
+      held = mtc_ref_entries_join(held, mtc_owner_end_locked(parcel));
+      dropped++;
+    }
+    parcel = next;
+  }
+  mtc_owners_unlock();
+  mtc_ref_entries_release(held, 1);
+  return dropped;
+}

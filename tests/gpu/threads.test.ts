@@ -1,0 +1,78 @@
+// Workers copying at once on the real GPU, their results moved to the main
+// thread and used there, and a worker terminated with DMAs in flight: C
+// gives back what its thread owned (tests/ts/move.test.ts has the rest).
+import { disposeAll, type Moved, ownerAlive, poolStats, takeResult } from "../../ts/mod.ts";
+import { library } from "../../ts/ffi/library.ts";
+import { assert, assertEquals, assertSame } from "../ts/harness.ts";
+import { checkBatch } from "../ts/fixtures/move_batch.ts";
+import { gpuTest } from "./gpu_env.ts";
+
+const WORKER = new URL("../ts/fixtures/move_worker.ts", import.meta.url).href;
+
+// deno-lint-ignore no-explicit-any
+type Reply = { owner: number; moved?: Moved<any>; started?: number; failed?: string };
+
+function spawn(): { worker: Worker; ask(command: object): Promise<Reply> } {
+  const worker = new Worker(WORKER, { type: "module" });
+  return {
+    worker,
+    ask: (command) =>
+      new Promise((resolve, reject) => {
+        worker.onmessage = (e: MessageEvent<Reply>) => (e.data.failed ? reject(new Error(e.data.failed)) : resolve(e.data));
+        worker.postMessage(command);
+      }),
+  };
+}
+
+function counters() {
+  const s = poolStats();
+  return { blocks: s.blocksLive, plans: s.plansLive, held: s.pinnedHeldBytes, parcels: library().symbols.mtc_parcels_live!() };
+}
+
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+gpuTest("threads: four workers copy at once; 200 results moved to the main thread are exact there", async () => {
+  const before = counters();
+  const workers = [spawn(), spawn(), spawn(), spawn()];
+  let wrong = 0;
+  for (let round = 0; round < 50; round++) {
+    const replies = await Promise.all(workers.map((w, k) => w.ask({ op: "copy", seed: round * 4 + k })));
+    for (const [k, reply] of replies.entries()) {
+      const batch = takeResult(reply.moved!);
+      wrong += await checkBatch(batch, round * 4 + k); // copied back from the GPU, byte by byte
+      disposeAll(batch);
+    }
+  }
+  assertSame(wrong, 0, "leaves that differ");
+  const owners = await Promise.all(workers.map((w) => w.ask({ op: "ownerOnly" })));
+  for (const w of workers) w.worker.terminate();
+  await until(() => owners.every((o) => !ownerAlive(o.owner)));
+  await until(() => JSON.stringify(counters()) === JSON.stringify(before));
+  assertEquals(counters(), before, "blocks, plans and parcels back");
+});
+
+gpuTest("threads: a worker terminated with 24 copies of 4 MiB in flight; what its thread owned comes back", async () => {
+  for (let round = 0; round < 3; round++) {
+    const before = counters();
+    const w = spawn();
+    const reply = await w.ask({ op: "inflight", count: 24 });
+    assert(counters().blocks > before.blocks, "the worker holds blocks");
+    w.worker.terminate();
+    await until(() => !ownerAlive(reply.owner));
+    assert(!ownerAlive(reply.owner), "its owner ended with its thread");
+    await until(() => JSON.stringify(counters()) === JSON.stringify(before));
+    assertEquals(counters(), before, `round ${round}: plans, blocks and pinned memory back`);
+  }
+});
+
+gpuTest("threads: a result outlives the worker that moved it", async () => {
+  const w = spawn();
+  const reply = await w.ask({ op: "copy", seed: 77 });
+  w.worker.terminate();
+  await until(() => !ownerAlive(reply.owner));
+  const batch = takeResult(reply.moved!);
+  assertSame(await checkBatch(batch, 77), 0);
+  disposeAll(batch);
+});

@@ -1,0 +1,204 @@
+// Results moved between threads: workers copy at once and move their
+// results to the main thread, which uses them; moved twice, used after the
+// move, never taken, a worker terminated with copies in flight, errors.
+// Emulated driver.
+import {
+  DeviceTensor,
+  disposeAll,
+  dropMoved,
+  dropMovedFrom,
+  isMoved,
+  type Moved,
+  MtcError,
+  moveResult,
+  ownerAlive,
+  poolStats,
+  startCopy,
+  Status,
+  takeResult,
+  Tensor,
+  threadOwner,
+} from "../../ts/mod.ts";
+import { library } from "../../ts/ffi/library.ts";
+import { skipWithoutDriver } from "./fake_driver.ts";
+import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
+import { checkBatch, makeBatch } from "./fixtures/move_batch.ts";
+
+const moveTest = (name: string, fn: () => void | Promise<void>) => test(`move: ${name}`, fn, { skip: skipWithoutDriver });
+const WORKER = new URL("./fixtures/move_worker.ts", import.meta.url).href;
+
+// deno-lint-ignore no-explicit-any
+type Reply = { owner: number; moved?: Moved<any>; device?: Moved<any>; wrong?: number; started?: number; failed?: string };
+
+/** A worker of move_worker.ts and a way to ask it one thing at a time. */
+function spawn(): { worker: Worker; ask(command: object): Promise<Reply> } {
+  const worker = new Worker(WORKER, { type: "module" });
+  return {
+    worker,
+    ask: (command) =>
+      new Promise((resolve, reject) => {
+        worker.onmessage = (e: MessageEvent<Reply>) => (e.data.failed ? reject(new Error(e.data.failed)) : resolve(e.data));
+        worker.onerror = (e) => reject(new Error(String((e as ErrorEvent).message)));
+        worker.postMessage(command);
+      }),
+  };
+}
+
+/** What must come back to where it was: blocks, plans, pinned memory held, parcels. */
+function counters() {
+  const s = poolStats();
+  return { blocks: s.blocksLive, plans: s.plansLive, held: s.pinnedHeldBytes, parcels: library().symbols.mtc_parcels_live!() };
+}
+
+/** Waits (up to 5 s) until the counters are back to `before`: workers end on their own time. */
+async function settled(before: ReturnType<typeof counters>, what: string): Promise<void> {
+  for (let i = 0; i < 250 && JSON.stringify(counters()) !== JSON.stringify(before); i++) await new Promise((r) => setTimeout(r, 20));
+  assertEquals(counters(), before, what);
+}
+
+async function ended(owner: number): Promise<void> {
+  for (let i = 0; i < 250 && ownerAlive(owner); i++) await new Promise((r) => setTimeout(r, 20));
+  assert(!ownerAlive(owner), `the worker's owner ${owner} ended with its thread`);
+}
+
+moveTest("four workers copy at once; each result, moved to the main thread, is exact there", async () => {
+  const before = counters();
+  const workers = [spawn(), spawn(), spawn(), spawn()];
+  let wrong = 0;
+  for (let round = 0; round < 5; round++) {
+    const replies = await Promise.all(workers.map((w, k) => w.ask({ op: "copy", seed: round * 4 + k })));
+    for (const [k, reply] of replies.entries()) {
+      assert(isMoved(reply.moved), "a moved message");
+      const batch = takeResult(reply.moved!) as Record<string, unknown>;
+      assert(batch.f32 instanceof DeviceTensor, "a DeviceTensor on the main thread");
+      wrong += await checkBatch(batch, round * 4 + k);
+      disposeAll(batch);
+    }
+  }
+  assertSame(wrong, 0, "leaves that differ");
+  const owners = await Promise.all(workers.map((w) => w.ask({ op: "ownerOnly" })));
+  for (const w of workers) w.worker.terminate();
+  for (const o of owners) await ended(o.owner);
+  await settled(before, "blocks, plans and parcels back");
+});
+
+moveTest("moved twice: main → worker → main, exact each time; the message is taken once", async () => {
+  const before = counters();
+  const w = spawn();
+  const first = await w.ask({ op: "copy", seed: 11 });
+  const batch = takeResult(first.moved!);
+  assertThrows(() => takeResult(first.moved!), MtcError, "taken already");
+  assertSame(await checkBatch(batch, 11), 0);
+  const moved = moveResult(batch);
+  assert((batch as { f32: DeviceTensor }).f32.disposed, "the sender's tensors are disposed after the move");
+  const reply = await w.ask({ op: "take", seed: 11, moved });
+  assertSame(reply.wrong, 0, "exact in the worker");
+  const back = takeResult(reply.moved!);
+  assertSame(await checkBatch(back, 11), 0, "exact back on the main thread");
+  disposeAll(back);
+  w.worker.terminate();
+  await settled(before, "all given back");
+});
+
+moveTest("used by the sender after the move: a clear error, nothing freed twice", async () => {
+  const before = counters();
+  const onGpu = await startCopy({ a: new Float32Array([1, 2, 3]), t: new Tensor(new Int32Array(4), [2, 2]) }, "cuda:0");
+  const moved = moveResult(onGpu);
+  assert(onGpu.a.disposed && onGpu.t.disposed, "disposed");
+  const e = assertThrows(() => onGpu.a.address, MtcError, "disposed");
+  assertSame(e.status, Status.MTC_ERR_INVALID_STATE);
+  const again = assertThrows(() => moveResult(onGpu), MtcError, "disposed");
+  assertSame(again.path, ".a");
+  onGpu.a.dispose(); // a no-op
+  disposeAll(onGpu);
+  const taken = takeResult(moved);
+  assertEquals(Array.from(taken.a.toHost() as Float32Array), [1, 2, 3]);
+  disposeAll(taken);
+  await settled(before, "given back once");
+});
+
+moveTest("never taken: dropMoved, and dropMovedFrom a terminated worker, give the parcels back", async () => {
+  const before = counters();
+  const w = spawn();
+  const a = await w.ask({ op: "copy", seed: 3 });
+  const b = await w.ask({ op: "copy", seed: 4 });
+  const c = await w.ask({ op: "pinned", seed: 5 });
+  w.worker.terminate();
+  await ended(a.owner);
+  assertSame(library().symbols.mtc_parcels_live!(), before.parcels + 3, "three parcels outlive their sender");
+  dropMoved(a.moved!);
+  dropMoved(a.moved!); // twice: nothing
+  assertThrows(() => takeResult(a.moved!), MtcError, "dropped");
+  assertSame(dropMovedFrom(a.owner), 2, "the two others");
+  assertSame(dropMovedFrom(a.owner), 0);
+  void b, c;
+  await settled(before, "nothing left");
+});
+
+moveTest("a result survives its sender's terminate(), and is exact", async () => {
+  const before = counters();
+  const w = spawn();
+  const reply = await w.ask({ op: "copy", seed: 21 });
+  w.worker.terminate();
+  await ended(reply.owner);
+  const batch = takeResult(reply.moved!);
+  assertSame(await checkBatch(batch, 21), 0);
+  disposeAll(batch);
+  await settled(before, "given back");
+});
+
+moveTest("a worker terminated with copies in flight and results held: C gives back what it owned", async () => {
+  const before = counters();
+  const w = spawn();
+  const reply = await w.ask({ op: "inflight", count: 8 });
+  assertSame(reply.started, 9);
+  assert(counters().blocks > before.blocks, "the worker holds blocks");
+  w.worker.terminate();
+  await ended(reply.owner);
+  await settled(before, "plans, blocks and pinned memory back to where they were");
+});
+
+moveTest("pinned host arrays and tensors, and pinned outputs of a copy to the host, move exact", async () => {
+  const before = counters();
+  const w = spawn();
+  const p = await w.ask({ op: "pinned", seed: 9 });
+  const got = takeResult(p.moved!) as { ids: Int32Array; t: Tensor };
+  assert(got.ids instanceof Int32Array && got.ids.length === 100, "an Int32Array of 100");
+  assertEquals(Array.from(got.ids.slice(0, 3)), [9, 10, 11]);
+  assertEquals(got.t.shape, [2, 3]);
+  assertEquals(Array.from(got.t.data as Float64Array), [9, 9, 9, 9, 9, 9]);
+  const h = await w.ask({ op: "copyHost", seed: 13 });
+  const host = takeResult(h.moved!);
+  assertSame(await checkBatch(host, 13), 0, "host outputs exact");
+  const device = takeResult(h.device!);
+  assertSame(await checkBatch(device, 13), 0, "device outputs exact");
+  disposeAll([got, host, device]);
+  w.worker.terminate();
+  await settled(before, "given back");
+});
+
+moveTest("an MtcError crosses threads with its status, code, leaf path and the worker's stack", async () => {
+  const w = spawn();
+  const reply = await w.ask({ op: "error" });
+  const e = takeResult(reply.moved!) as unknown as MtcError;
+  assert(e instanceof MtcError, "an MtcError");
+  assertSame(e.code, "MTC_ERR_INVALID_ARGUMENT");
+  assertSame(e.status, Status.MTC_ERR_INVALID_ARGUMENT);
+  assertSame(e.path, ".samples[1].bad");
+  assert(e.message.startsWith(".samples[1].bad: "), e.message);
+  assert(String(e.stack).includes("move_worker.ts"), `the worker's stack: ${e.stack}`);
+  const plain = takeResult(moveResult(new TypeError("nope")));
+  assert(plain instanceof Error && plain.name === "TypeError" && plain.message === "nope", "a plain error too");
+  w.worker.terminate();
+});
+
+moveTest("an arena's tensor cannot be moved; a message that is not ours is refused", async () => {
+  const { Arena } = await import("../../ts/mod.ts");
+  using arena = Arena.create(1 << 16);
+  const x = arena.array("float32", 4);
+  const e = assertThrows(() => moveResult({ deep: [x] }), MtcError, "arena");
+  assertSame(e.path, ".deep[0]");
+  assertThrows(() => takeResult({} as Moved), MtcError, "not a message of moveResult");
+  assert(threadOwner() > 0, "the main thread has an owner");
+  void makeBatch;
+});
