@@ -64,6 +64,9 @@ echo "=== example ($runtime)"
 echo "=== kernel example ($runtime)"
 "${run_cmd[@]}" examples/kernel.ts 2>&1 | tee "$logs/kernel-example-$runtime.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "=== loader example ($runtime)"
+"${run_cmd[@]}" examples/loader.ts 2>&1 | tee "$logs/loader-example-$runtime.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "=== example timing, $runs runs ($runtime)"
 "${run_cmd[@]}" examples/example.ts --runs "$runs" --quiet 2>&1 | tee "$logs/timing-$runtime.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

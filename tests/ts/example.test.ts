@@ -7,6 +7,7 @@ import { assert, assertSame, runner, test } from "./harness.ts";
 const EXAMPLE = new URL("../../examples/example.ts", import.meta.url).pathname;
 const QUICK_START = new URL("../../examples/quick_start.ts", import.meta.url).pathname;
 const ARENA_LOADER = new URL("../../examples/arena_loader.ts", import.meta.url).pathname;
+const LOADER = new URL("../../examples/loader.ts", import.meta.url).pathname;
 const NO_DRIVER = { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" };
 
 function shown(r: ScriptResult): string {
@@ -70,4 +71,10 @@ test("arena loader: two arenas in rotation to cuda:0, every label checked", asyn
   const r = await runScript(ARENA_LOADER, ["--steps", "6"], { MTC_CUDA_DRIVER: driverPath! });
   assertSame(r.code, 0, shown(r));
   assert(r.stdout.includes("6 batches built in two pinned arenas and copied to cuda:0"), shown(r));
+}, { skip: driverPath === undefined ? "no emulated driver (MTC_CUDA_DRIVER)" : undefined });
+
+test("loader: two workers build and copy example batches to cuda:0, taken in order", async () => {
+  const r = await runScript(LOADER, ["--batches", "6"], { MTC_CUDA_DRIVER: driverPath! });
+  assertSame(r.code, 0, shown(r));
+  assert(r.stdout.includes("6 example batches of 528 tensors built by 2 workers, copied to cuda:0 and taken in order"), shown(r));
 }, { skip: driverPath === undefined ? "no emulated driver (MTC_CUDA_DRIVER)" : undefined });
