@@ -15,6 +15,10 @@
  * S3  10,000 leaves of 4 to 256 bytes → cuda:0
  * S4  the example batch already on cuda:0 → cpu
  * S5  1,000 example batches through prefetch (depth 2) → cuda:0: batches per second
+ * S5w, S5wa  example batches made on N worker threads (startLoader, depth 2; N from
+ *     --workers) → cuda:0, taken in order: batches per second beside S5, and S5f (S5 with
+ *     batches built fresh); S5wa writes them into arenas; the main thread's take + dispose
+ *     per batch timed apart (bench/workers.ts)
  * S6  batches that vary: a structure of its own on every call (bench/varying_batch.ts,
  *     about 2,100 leaves), host → cuda:0; its cost per leaf is printed beside S1's
  * S7  mixed, pageable → cuda:0: 4 point clouds of 1.5–2 MB, their 4 label arrays of
@@ -44,29 +48,33 @@ import { cudaDeviceCount, cudaUnavailableReason, type DeviceTensor, disposeAll, 
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { forEachLeaf, makeExampleBatch, seededRandom } from "../examples/example_batch.ts";
 import { RawDriver } from "./driver.ts";
-import { type PoolReport, printPerLeaf, printPools, printTable, type ScenarioResult, type Series } from "./report.ts";
+import { type PoolReport, printPerLeaf, printPools, printTable, rate, type ScenarioResult, type Series } from "./report.ts";
 import { measureJsPart, printJsPart } from "./js_part.ts";
 import { makeVaryingBatch } from "./varying_batch.ts";
 import { decodeStep } from "./decode_step.ts";
 import { pinnedScenarios, printPinnedCounters } from "./pinned.ts";
 import { twoGpus } from "./two_gpus.ts";
+import { workerScenarios } from "./workers.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
-  `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--json results.json] [--pools]
+  `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--workers 1,2,4,8] [--json results.json] [--pools]
 
-  --runs N     timed runs of S1 and S4 (default 200; fewer for S2, S3, S7)
-  --only LIST  the scenarios to run, of ${SCENARIOS.join(", ")} (default: all but P1)
-  --json FILE  also write the results as JSON
-  --pools      also run P1, the pools' steady state`,
-  { runs: "string", only: "string", json: "string", pools: "boolean" },
+  --runs N        timed runs of S1 and S4 (default 200; fewer for S2, S3, S7; S5w batches 5 × N, at most 1,000)
+  --only LIST     the scenarios to run, of ${SCENARIOS.join(", ")} (default: all but P1)
+  --workers LIST  worker counts of S5w and S5wa (default 1,2,4,8)
+  --json FILE     also write the results as JSON
+  --pools         also run P1, the pools' steady state`,
+  { runs: "string", only: "string", workers: "string", json: "string", pools: "boolean" },
 );
 const runs = cli.count("runs", 200, 1);
 const only = cli.string("only")?.split(",");
 const unknown = only?.filter((id) => !SCENARIOS.includes(id)) ?? [];
 if (unknown.length > 0) cli.fail(`--only: no scenario ${unknown.join(", ")}`);
+const workerCounts = (cli.string("workers") ?? "1,2,4,8").split(",").map(Number);
+if (workerCounts.some((n) => !Number.isInteger(n) || n < 1 || n > 64)) cli.fail(`--workers wants worker counts from 1 to 64, not "${cli.string("workers")}"`);
 const jsonPath = cli.string("json");
 const device = 0;
 
@@ -108,7 +116,11 @@ if (wanted("S7")) {
 }
 results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, summarize, floorCopy, leavesOf: hostLeaves }));
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
-if (wanted("S5")) results.push(await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000));
+if (wanted("S5") || wanted("S5w") || wanted("S5wa")) {
+  const s5 = await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000);
+  results.push(s5);
+  if (wanted("S5w") || wanted("S5wa")) results.push(...await workerScenarios({ wanted, count: Math.min(1000, 5 * runs), workerCounts, s5, summarize }));
+}
 if (wanted("S8")) results.push(await decodeStep("S8", runs, { driver, pointerOf, measure, summarize, floorCopy }));
 const twoGpuIds = ["D1", "D2"].filter(wanted);
 if (twoGpuIds.length > 0 && cudaDeviceCount() < 2) console.log(`bench: ${twoGpuIds.join(", ")}: not run (needs two GPUs; this host has ${cudaDeviceCount()})`);
@@ -239,12 +251,6 @@ async function prefetchThroughput(id: string, what: string, count: number): Prom
     floor,
     extra: { "batches per second (library)": rate(library), "batches per second (naive)": rate(summarize(naive)), "batches per second (floor)": rate(floor) },
   };
-}
-
-/** A per-batch series as batches per second (the "median" field holds the rate). */
-function rate(perBatch: Series): Series {
-  const r = (us: number) => 1e6 / us;
-  return { median: r(perBatch.median), p10: r(perBatch.p90), p90: r(perBatch.p10), runs: perBatch.runs };
 }
 
 /** `copies` S1 copies, outputs disposed: the pools before, after (steady state) and at their peaks. */

@@ -67,6 +67,12 @@ export function printPerLeaf(rows: ScenarioResult[]): void {
   );
 }
 
+/** A per-batch series as batches per second (the "median" field holds the rate). */
+export function rate(perBatch: Series): Series {
+  const r = (us: number) => 1e6 / us;
+  return { median: r(perBatch.median), p10: r(perBatch.p90), p90: r(perBatch.p10), runs: perBatch.runs };
+}
+
 export function series(s: Series): string {
   return `${us(s.median)} (${s.p10.toFixed(1)}–${s.p90.toFixed(1)})`;
 }

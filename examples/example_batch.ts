@@ -22,7 +22,7 @@
  * @module
  */
 
-import { DeviceTensor, Tensor, type TypedArray } from "../ts/mod.ts";
+import { type Arena, DeviceTensor, Tensor, type TypedArray } from "../ts/mod.ts";
 
 /** One config: N ground-truth objects, and visible objects per camera. */
 export interface ExampleConfig {
@@ -78,47 +78,70 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-function floats(random: () => number, count: number, scale: number): Float32Array {
-  const out = new Float32Array(count);
+/** Where a batch's arrays are made: fresh ones, or the next ones of an arena. */
+interface Arrays {
+  float32(count: number): Float32Array;
+  int64(count: number): BigInt64Array;
+  uint8(count: number): Uint8Array;
+}
+
+const FRESH: Arrays = {
+  float32: (count) => new Float32Array(count),
+  int64: (count) => new BigInt64Array(count),
+  uint8: (count) => new Uint8Array(count),
+};
+
+function inArena(arena: Arena): Arrays {
+  return {
+    float32: (count) => arena.array("float32", count),
+    int64: (count) => arena.array("int64", count),
+    uint8: (count) => arena.array("uint8", count),
+  };
+}
+
+function floats(random: () => number, arrays: Arrays, count: number, scale: number): Float32Array {
+  const out = arrays.float32(count);
   for (let i = 0; i < count; i++) out[i] = (random() - 0.25) * scale;
   return out;
 }
 
-function classIds(random: () => number, count: number): BigInt64Array {
-  const out = new BigInt64Array(count);
+function classIds(random: () => number, arrays: Arrays, count: number): BigInt64Array {
+  const out = arrays.int64(count);
   for (let i = 0; i < count; i++) out[i] = BigInt(Math.floor(random() * 10));
   return out;
 }
 
-function flags(random: () => number, count: number): Tensor {
-  const out = new Uint8Array(count);
+function flags(random: () => number, arrays: Arrays, count: number): Tensor {
+  const out = arrays.uint8(count);
   for (let i = 0; i < count; i++) out[i] = random() < 0.8 ? 1 : 0;
   return new Tensor(out, [count], "bool");
 }
 
 /**
  * Builds the 16-sample example batch with contents drawn from `seed` (the
- * same seed gives the same batch).
+ * same seed gives the same batch), in fresh arrays, or written into
+ * `arena` (it needs 160 KiB free), whose copies then need no staging.
  */
-export function makeExampleBatch(seed = 1): ExampleSample[] {
+export function makeExampleBatch(seed = 1, arena?: Arena): ExampleSample[] {
   const random = seededRandom(seed);
+  const arrays = arena === undefined ? FRESH : inArena(arena);
   const batch: ExampleSample[] = [];
   for (let repeat = 0; repeat < 4; repeat++) {
     for (const config of EXAMPLE_CONFIGS) {
       const cams_gt = config.visiblePerCamera.map((n): CameraGt => ({
-        bounding_boxes: new Tensor(floats(random, n * 4, 1000), [n, 4]),
-        class_ids: classIds(random, n),
-        active: flags(random, n),
-        depths: floats(random, n, 80),
-        proj_mat: new Tensor(floats(random, 12, 2000), [3, 4]),
+        bounding_boxes: new Tensor(floats(random, arrays, n * 4, 1000), [n, 4]),
+        class_ids: classIds(random, arrays, n),
+        active: flags(random, arrays, n),
+        depths: floats(random, arrays, n, 80),
+        proj_mat: new Tensor(floats(random, arrays, 12, 2000), [3, 4]),
       }));
       const N = config.gtObjects;
       batch.push({
         cams_gt,
         gt_data: {
-          bounding_boxes_3d: new Tensor(floats(random, N * 7, 100), [N, 7]),
-          class_ids: classIds(random, N),
-          active: flags(random, N),
+          bounding_boxes_3d: new Tensor(floats(random, arrays, N * 7, 100), [N, 7]),
+          class_ids: classIds(random, arrays, N),
+          active: flags(random, arrays, N),
         },
       });
     }

@@ -1,0 +1,126 @@
+/**
+ * The loader's scenarios: example batches made on N worker threads
+ * (startLoader, depth 2) → cuda:0, each taken in order on the main thread
+ * and disposed; batches per second for each N, beside S5 (prefetch on one
+ * thread, depth 2) and its naive and floor columns (one pinned copy of the
+ * batch's bytes and a sync per batch), measured in the same run.
+ *
+ * S5f   S5 with each batch built fresh on the main thread, as the workers do
+ * S5w   N workers build the example batch in fresh arrays (bench/worker_batches.ts)
+ * S5wa  N workers write it into one of their two arenas, read in place by the copy
+ *
+ * Also the main thread's part of each batch, timed apart: takeResult and
+ * disposeAll of moved example batches (bench/move_worker.ts).
+ */
+import { type DeviceTensor, disposeAll, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import { makeExampleBatch } from "../examples/example_batch.ts";
+import { rate, type ScenarioResult, type Series } from "./report.ts";
+
+export interface WorkerBench {
+  wanted(id: string): boolean;
+  /** Batches in each timed segment. */
+  count: number;
+  /** Worker counts to run. */
+  workerCounts: readonly number[];
+  /** S5 of this run: its naive and floor columns are every row's. */
+  s5: ScenarioResult;
+  summarize(ms: number[]): Series;
+}
+
+const PRODUCERS = new URL("./worker_batches.ts", import.meta.url);
+const DEPTH = 2;
+/** Timed segments of `count` batches each, after the warm-up. */
+const SEGMENTS = 3;
+/** Batches per worker before timing: each worker's JIT warms up on its own. */
+const WARM_UP_PER_WORKER = 50;
+
+export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]> {
+  const { leaves, bytes, naive, floor } = b.s5;
+  const row = (id: string, what: string, perBatchMs: number[], extra: Record<string, Series> = {}): ScenarioResult => {
+    const library = b.summarize(perBatchMs);
+    return { id, what, leaves, bytes, library, naive, floor, extra: { "batches per second (library)": rate(library), "batches per second (floor)": rate(floor), ...extra } };
+  };
+  const rows = [row("S5f", `example batches built fresh on one thread, through prefetch (depth ${DEPTH}) → cuda:0`, await prefetchFresh(b.count))];
+  const mainThread = await mainThreadPart(Math.min(b.count, 500), b.summarize);
+  const variants = [
+    ["S5w", "example", "built in fresh arrays"],
+    ["S5wa", "arena", "written into two arenas in turn"],
+  ] as const;
+  for (const [id, producer, how] of variants) {
+    if (!b.wanted(id)) continue;
+    for (const workers of b.workerCounts) {
+      const what = `example batches ${how} by ${workers} worker${workers === 1 ? "" : "s"}, startLoader (depth ${DEPTH}) → cuda:0`;
+      rows.push(row(`${id}×${workers}`, what, await loaderSegments(producer, workers, b.count)));
+    }
+  }
+  // Under the first loader row: the same for every worker count.
+  if (rows.length > 1) Object.assign(rows[1]!.extra, mainThread);
+  return rows;
+}
+
+/** Ms per batch of each timed segment of one loader, after its warm-up. */
+async function loaderSegments(producer: string, workers: number, count: number): Promise<number[]> {
+  const warm = WARM_UP_PER_WORKER * workers;
+  await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count });
+  return await timeSegments(loader, warm, count);
+}
+
+/** S5 with the batches built fresh on this thread. */
+async function prefetchFresh(count: number): Promise<number[]> {
+  const warm = WARM_UP_PER_WORKER;
+  function* fresh() {
+    for (let i = 0; i < warm + SEGMENTS * count; i++) yield makeExampleBatch(i);
+  }
+  return await timeSegments(prefetch(fresh(), "cuda:0", { depth: DEPTH }), warm, count);
+}
+
+/** Takes every batch of `batches` and disposes it; returns ms per batch of each segment of `count` after `warm`. */
+async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count: number): Promise<number[]> {
+  const perBatch: number[] = [];
+  let taken = 0;
+  let t0 = performance.now();
+  for await (const batch of batches) {
+    disposeAll(batch);
+    taken++;
+    if (taken >= warm && (taken - warm) % count === 0) {
+      const now = performance.now();
+      if (taken > warm) perBatch.push((now - t0) / count);
+      t0 = now;
+    }
+  }
+  return perBatch;
+}
+
+/**
+ * takeResult and disposeAll of `count` moved example batches, each timed,
+ * once all arrived (after as many again, or 300, untimed: the JIT's warm-up).
+ */
+async function mainThreadPart(count: number, summarize: (ms: number[]) => Series): Promise<Record<string, Series>> {
+  const warm = Math.min(300, count);
+  const worker = new Worker(new URL("./move_worker.ts", import.meta.url), { type: "module" });
+  const arrived: Moved[] = [];
+  await new Promise<void>((resolve) => {
+    worker.onmessage = (event: MessageEvent) => {
+      if (arrived.push(event.data as Moved) === warm + count) resolve();
+    };
+    worker.postMessage({ count: warm + count });
+  });
+  worker.terminate();
+  const take: number[] = [];
+  const dispose: number[] = [];
+  arrived.forEach((moved, i) => {
+    const t0 = performance.now();
+    const batch = takeResult(moved) as DeviceTensor[];
+    const t1 = performance.now();
+    disposeAll(batch);
+    const t2 = performance.now();
+    if (i < warm) return;
+    take.push(t1 - t0);
+    dispose.push(t2 - t1);
+  });
+  return {
+    "main thread per batch: takeResult (timed apart)": summarize(take),
+    "main thread per batch: disposeAll (timed apart)": summarize(dispose),
+    "main thread per batch: take + dispose": summarize(take.map((t, i) => t + dispose[i]!)),
+  };
+}
