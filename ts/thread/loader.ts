@@ -52,6 +52,7 @@ export interface LoaderOptions {
 export interface LoaderContext {
   /** This worker's number, 0 .. workers - 1. */
   readonly worker: number;
+  /** LoaderOptions.workers. */
   readonly workers: number;
   /** LoaderOptions.args, as cloned into this worker. */
   readonly args: unknown;
@@ -299,6 +300,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     return this.#shutdown();
   }
 
+  /** The loader itself: it is its own iterator (`for await`), and can be iterated once. */
   [Symbol.asyncIterator](): this {
     return this;
   }
