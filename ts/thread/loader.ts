@@ -185,7 +185,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       for (let worker = 0; worker < workers; worker++) this.#startWorker(worker, { ...start, worker });
     } catch (error) {
       void this.#shutdown();
-      throw invalidArgument(`startLoader: cannot send the options to a worker: ${error instanceof Error ? error.message : String(error)}`);
+      throw error;
     }
   }
 
@@ -198,7 +198,12 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: worker ${worker} failed: ${event.message ?? "an uncaught error"}`));
     };
     thread.onmessageerror = () => this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: a message of worker ${worker} could not be read`));
-    thread.postMessage(start);
+    try {
+      thread.postMessage(start);
+    } catch (cause) {
+      const why = cause instanceof Error ? cause.message : String(cause);
+      throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, `startLoader: cannot send the options to a worker (args must be what postMessage can clone): ${why}`, { cause });
+    }
   }
 
   #receive(worker: number, message: FromWorker): void {
