@@ -31,7 +31,7 @@ const PRODUCERS = new URL("./worker_batches.ts", import.meta.url);
 const DEPTH = 2;
 /** Timed segments of `count` batches each, after the warm-up. */
 const SEGMENTS = 3;
-/** Batches per worker before timing: each worker's JIT warms up on its own. */
+/** Batches per worker before timing (fewer for a short run): each worker's JIT warms up on its own. */
 const WARM_UP_PER_WORKER = 50;
 
 export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]> {
@@ -60,14 +60,14 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
 
 /** Ms per batch of each timed segment of one loader, after its warm-up. */
 async function loaderSegments(producer: string, workers: number, count: number): Promise<number[]> {
-  const warm = WARM_UP_PER_WORKER * workers;
+  const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
   await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count });
   return await timeSegments(loader, warm, count);
 }
 
 /** S5 with the batches built fresh on this thread. */
 async function prefetchFresh(count: number): Promise<number[]> {
-  const warm = WARM_UP_PER_WORKER;
+  const warm = Math.min(WARM_UP_PER_WORKER, count);
   function* fresh() {
     for (let i = 0; i < warm + SEGMENTS * count; i++) yield makeExampleBatch(i);
   }
