@@ -103,6 +103,7 @@ const unit_tests = [_][]const u8{
     "test_planner",
     "test_host",
     "test_env",
+    "test_id_map",
 };
 
 /// C tests of the device paths: like unit_tests, run against the emulated

@@ -6,9 +6,11 @@
  * pinned memory and a copy in flight; a released owner's plan waited for,
  * also while another thread waits on it. */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "check.h"
 #include "cuda/event.h"
+#include "run/plan_state.h"
 #include "fake_symbols.h"
 #include "helpers.h"
 
@@ -108,7 +110,7 @@ static void test_kinds(void) {
   CHECK(mtc_ref_adopt(owner, MTC_REF_BLOCK, NULL) == 0);
   CHECK(mtc_ref_retain_block(owner, NULL) == 0);
   CHECK(mtc_ref_adopt(owner + 1000, MTC_REF_BLOCK, mine) == 0);
-  CHECK_CONTAINS(mtc_last_error(), "is no owner");
+  CHECK_CONTAINS(mtc_last_error(), "is unknown");
   CHECK(mtc_ref_retain_block(owner + 1000, mine) == 0);
   CHECK(mtc_owner_ref_count(owner) == 0);
   mtc_block_release(mine); /* the one reference there ever was */
@@ -131,7 +133,7 @@ static void test_ended_owners(void) {
   snprintf(expected, sizeof expected, "owner %llu has ended", (unsigned long long)owner);
   CHECK_CONTAINS(mtc_last_error(), expected);
   CHECK_STATUS(mtc_owner_release(owner + 1000), MTC_ERR_INVALID_ARGUMENT);
-  CHECK_CONTAINS(mtc_last_error(), "is no owner");
+  CHECK_CONTAINS(mtc_last_error(), "is unknown");
   CHECK_STATUS(mtc_owner_release(0), MTC_ERR_INVALID_ARGUMENT);
   CHECK(mtc_owner_alive(0) == 0);
   CHECK(mtc_ref_adopt(owner, MTC_REF_BLOCK, source) == 0);
@@ -286,8 +288,24 @@ static void test_plan_in_flight(void) {
   check_counters(&before);
 }
 
+static atomic_int waiter_done;
+
 static void *waiter(void *plan) {
-  return (void *)(uintptr_t)mtc_plan_wait_device(plan);
+  mtc_status status = mtc_plan_wait_device(plan);
+  atomic_store(&waiter_done, 1);
+  return (void *)(uintptr_t)status;
+}
+
+/* Until the waiter counts itself in the plan (it is inside its wait) or
+ * has returned already. */
+static void await_waiter(mtc_plan *plan) {
+  for (;;) {
+    pthread_mutex_lock(&plan->lock);
+    int inside = plan->waiters > 0;
+    pthread_mutex_unlock(&plan->lock);
+    if (inside || atomic_load(&waiter_done)) return;
+    sleep_ms(1);
+  }
 }
 
 /* A plan waited on by another thread (a runtime's FFI pool) while its
@@ -300,8 +318,9 @@ static void test_release_racing_wait(void) {
     mtc_plan *plan = submitted_plan((uint32_t)(round / 2) % 2);
     mtc_ref ref = mtc_ref_adopt(owner, MTC_REF_PLAN, plan);
     pthread_t thread;
+    atomic_store(&waiter_done, 0);
     CHECK(pthread_create(&thread, NULL, waiter, plan) == 0);
-    sleep_ms(5); /* the waiter is inside its wait */
+    await_waiter(plan);
     if (round < 4) CHECK_OK(mtc_owner_release(owner));
     else mtc_ref_release(ref);
     void *status = NULL;

@@ -156,8 +156,9 @@ export const symbols = {
   },
   mtc_plan_wait: { args: ["ptr" /* mtc_plan *plan */], result: "i32" /* mtc_status */ },
   // mtc_plan_wait_device run on a Deno FFI thread: `await handle` without
-  // blocking the event loop. mtc.h allows a wait from another thread as long
-  // as the plan is not released meanwhile (the handle defers its release);
+  // blocking the event loop. mtc.h allows a wait from another thread, and a
+  // release lets one that already blocks return first; one still on its way
+  // in is not covered, so the handle defers its release until it settles;
   // this one never writes host destinations, which the handle's own poll or
   // wait then writes on the thread that owns them.
   mtc_plan_wait_nonblocking: {

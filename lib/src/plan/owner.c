@@ -163,7 +163,7 @@ MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to) {
     status = mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                            "mtc_owner_take: parcel %llu cannot take itself",
                            (unsigned long long)parcel);
-  } else if ((into = mtc_owner_expect_locked(to, "to")) == NULL) {
+  } else if ((into = mtc_owner_expect_locked(to, "to owner")) == NULL) {
     status = MTC_ERR_INVALID_ARGUMENT;
   }
   if (status == MTC_OK) {

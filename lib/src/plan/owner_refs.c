@@ -101,8 +101,8 @@ MTC_API mtc_status mtc_ref_move(mtc_owner from, mtc_owner to, mtc_ref *refs,
   }
   mtc_owners_lock();
   mtc_status status = MTC_OK;
-  mtc_owner_record *source = mtc_owner_expect_locked(from, "from");
-  mtc_owner_record *target = source ? mtc_owner_expect_locked(to, "to") : NULL;
+  mtc_owner_record *source = mtc_owner_expect_locked(from, "from owner");
+  mtc_owner_record *target = source ? mtc_owner_expect_locked(to, "to owner") : NULL;
   if (target == NULL) status = MTC_ERR_INVALID_ARGUMENT;
   /* Every ref checked (and marked, which finds one given twice) before
    * any moves: all or nothing. */

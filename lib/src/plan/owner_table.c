@@ -59,7 +59,7 @@ mtc_owner_record *mtc_owner_expect_locked(mtc_owner id, const char *what) {
   mtc_owner_record *owner = mtc_id_map_get(&owners, id);
   if (owner != NULL) return owner;
   if (id == 0 || id >= next_owner) {
-    mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "%s %llu is no owner", what,
+    mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "%s %llu is unknown (no owner has that number)", what,
                   (unsigned long long)id);
   } else {
     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,

@@ -51,7 +51,7 @@ mtc_owner_record *mtc_owner_new_locked(uint32_t flags, mtc_owner sender);
 mtc_owner_record *mtc_owner_find_locked(mtc_owner id);
 
 /* The live owner `id`; else NULL, with the last error saying whether it
- * ended or never was (what = the caller's name for it, "owner", "to"...).
+ * ended or never was (what = the caller's name for it: "owner", "to owner"...).
  * Lock held. */
 mtc_owner_record *mtc_owner_expect_locked(mtc_owner id, const char *what);
 
