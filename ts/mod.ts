@@ -92,10 +92,12 @@ export {
   dropMovedFrom,
   isMoved,
   type Moved,
+  type MovedError,
   movedError,
   moveResult,
   ownerAlive,
   takeResult,
+  type TensorExtra,
   threadOwner,
 } from "./thread/move.ts";
 export { Loader, type LoaderContext, type LoaderOptions, startLoader } from "./thread/loader.ts";

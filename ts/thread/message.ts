@@ -49,19 +49,29 @@ export const FIELDS = 9;
 
 /** A Tensor's layout (and, for pageable memory, its elements: cloned with the message). */
 export interface TensorExtra {
+  /** A pageable Tensor's elements. */
   data?: TypedArray;
+  /** Its strides, or undefined when dense. */
   strides: readonly number[] | undefined;
+  /** Its offset in elements. */
   offset: number;
 }
 
 /** An error as it crosses threads. */
 export interface MovedError {
+  /** The error's name ("MtcError", "TypeError", ...). */
   name: string;
+  /** Its message. */
   message: string;
+  /** The sender's stack. */
   stack: string | undefined;
+  /** An MtcError's status. */
   status?: number;
+  /** An MtcError's code. */
   code?: StatusName;
+  /** An MtcError's leaf path. */
   path?: string;
+  /** The cause, as text. */
   cause?: string;
 }
 
@@ -70,19 +80,27 @@ export interface MovedError {
  * Take it on the receiving thread with takeResult, once.
  */
 export interface Moved<T = unknown> {
-  readonly mtc: typeof MOVED;
+  /** Says what the message is: "mtc.moved". */
+  readonly mtc: "mtc.moved";
   /** The parcel with the C references (0: none). */
   readonly parcel: number;
   /** The sending thread's owner. */
   readonly sender: number;
   /** The root: a container's number (0), LEAF or DATA. */
   readonly root?: number;
+  /** The containers (JSON; see the module's text). */
   readonly template?: string;
+  /** The leaves, FIELDS numbers each. */
   readonly nums?: Float64Array;
+  /** The leaves' shapes, one after another. */
   readonly dims?: Float64Array;
+  /** Everything that is neither a container nor a leaf, in the order of the walk. */
   readonly data?: unknown[];
+  /** Per leaf, a Tensor's layout (and a pageable one's elements), or null; null when no leaf has one. */
   readonly extras?: (TensorExtra | null)[] | null;
+  /** The blocks: block, ref, base address, pinned bytes (0 for device memory), four numbers each. */
   readonly blocks?: Float64Array;
+  /** A moved error, instead of a value. */
   readonly error?: MovedError;
   /** Never set: carries T for the type of takeResult. */
   readonly __value?: T;

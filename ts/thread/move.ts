@@ -50,7 +50,7 @@ import {
   type TensorExtra,
 } from "./message.ts";
 
-export { isMoved, type Moved } from "./message.ts";
+export { isMoved, type Moved, type MovedError, type TensorExtra } from "./message.ts";
 export { takeResult } from "./take.ts";
 
 /** Walks `value` once, breadth first, writing the template, the leaves and the data; what moveResult sends. */

@@ -63,7 +63,8 @@ MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
 MTC_API mtc_status mtc_owner_release(mtc_owner owner);
 
 /* 1 while the owner exists, 0 once it ended (released, taken, or its
- * thread exited). */
+ * thread exited) and what it held has been released: after a 0, its
+ * plans are released and its blocks' references dropped. */
 MTC_API int32_t mtc_owner_alive(mtc_owner owner);
 
 /* How many references the owner holds; -1 once it ended. */

@@ -9,6 +9,43 @@
 #include "base/keep_loaded.h"
 #include "plan/owner_table.h"
 
+/* Owners that ended and whose references are still being released (a plan
+ * waits for its copy): mtc_owner_alive says 1 until that is over, so that a
+ * 0 means everything the owner held is back. Under the owners' lock. */
+static mtc_owner *ending;
+static size_t ending_count, ending_capacity;
+
+/* Notes id as ending; lock held. On no memory, alive turns 0 a little early. */
+static void ending_add_locked(mtc_owner id) {
+  if (ending_count == ending_capacity) {
+    size_t capacity = ending_capacity ? ending_capacity * 2 : 8;
+    mtc_owner *grown = realloc(ending, capacity * sizeof *grown);
+    if (grown == NULL) return;
+    ending = grown;
+    ending_capacity = capacity;
+  }
+  ending[ending_count++] = id;
+}
+
+static int ending_has_locked(mtc_owner id) {
+  for (size_t i = 0; i < ending_count; i++) {
+    if (ending[i] == id) return 1;
+  }
+  return 0;
+}
+
+/* What id held is released: it has ended for good. */
+static void ending_done(mtc_owner id) {
+  mtc_owners_lock();
+  for (size_t i = 0; i < ending_count; i++) {
+    if (ending[i] == id) {
+      ending[i] = ending[--ending_count];
+      break;
+    }
+  }
+  mtc_owners_unlock();
+}
+
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static int thread_key_ready;
@@ -19,16 +56,24 @@ static int thread_key_ready;
 static void release_thread_owners(void *value) {
   mtc_thread_owners *list = value;
   mtc_ref_entry *held = NULL;
+  size_t count = list->count;
+  mtc_owner *ids = calloc(count ? count : 1, sizeof *ids);
   mtc_owners_lock();
-  while (list->count > 0) {
+  for (size_t i = 0; list->count > 0; i++) {
     mtc_owner_record *owner = list->owners[--list->count];
     owner->thread = NULL;
+    if (ids != NULL) {
+      ids[i] = owner->id;
+      ending_add_locked(owner->id);
+    }
     held = mtc_ref_entries_join(held, mtc_owner_end_locked(owner));
   }
   mtc_owners_unlock();
   free(list->owners);
   free(list);
   mtc_ref_entries_release(held, 1);
+  for (size_t i = 0; ids != NULL && i < count; i++) ending_done(ids[i]);
+  free(ids);
 }
 
 static void make_thread_key(void) {
@@ -120,16 +165,18 @@ MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
 MTC_API mtc_status mtc_owner_release(mtc_owner id) {
   mtc_owners_lock();
   mtc_owner_record *owner = mtc_owner_expect_locked(id, "owner");
+  if (owner != NULL) ending_add_locked(id);
   mtc_ref_entry *held = owner ? mtc_owner_end_locked(owner) : NULL;
   mtc_owners_unlock();
   if (owner == NULL) return MTC_ERR_INVALID_ARGUMENT;
   mtc_ref_entries_release(held, 1);
+  ending_done(id);
   return MTC_OK;
 }
 
 MTC_API int32_t mtc_owner_alive(mtc_owner id) {
   mtc_owners_lock();
-  int32_t alive = mtc_owner_find_locked(id) != NULL;
+  int32_t alive = mtc_owner_find_locked(id) != NULL || ending_has_locked(id);
   mtc_owners_unlock();
   return alive;
 }
