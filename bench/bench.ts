@@ -15,7 +15,7 @@
  * S3  10,000 leaves of 4 to 256 bytes → cuda:0
  * S4  the example batch already on cuda:0 → cpu
  * S5  1,000 example batches through prefetch (depth 2) → cuda:0: batches per second
- * S5w, S5wa  example batches made on N worker threads (startLoader, depth 2; N from
+ * S5w, S5wg, S5wa  example batches made on N worker threads (startLoader, depth 2; N from
  *     --workers) → cuda:0, taken in order: batches per second beside S5, and S5f (S5 with
  *     batches built fresh); S5wa writes them into arenas; the main thread's take + dispose
  *     per batch timed apart (bench/workers.ts)
@@ -58,13 +58,13 @@ import { workerScenarios } from "./workers.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wg", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--workers 1,2,4,8] [--json results.json] [--pools]
 
   --runs N        timed runs of S1 and S4 (default 200; fewer for S2, S3, S7; S5w batches 5 × N, at most 1,000)
   --only LIST     the scenarios to run, of ${SCENARIOS.join(", ")} (default: all but P1)
-  --workers LIST  worker counts of S5w and S5wa (default 1,2,4,8)
+  --workers LIST  worker counts of S5w, S5wg and S5wa (default 1,2,4,8)
   --json FILE     also write the results as JSON
   --pools         also run P1, the pools' steady state`,
   { runs: "string", only: "string", workers: "string", json: "string", pools: "boolean" },
@@ -116,10 +116,10 @@ if (wanted("S7")) {
 }
 results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, summarize, floorCopy, leavesOf: hostLeaves }));
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
-if (wanted("S5") || wanted("S5w") || wanted("S5wa")) {
+if (wanted("S5") || wanted("S5w") || wanted("S5wg") || wanted("S5wa")) {
   const s5 = await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000);
   results.push(s5);
-  if (wanted("S5w") || wanted("S5wa")) results.push(...await workerScenarios({ wanted, count: Math.min(1000, 5 * runs), workerCounts, s5, summarize }));
+  if (wanted("S5w") || wanted("S5wg") || wanted("S5wa")) results.push(...await workerScenarios({ wanted, count: Math.min(1000, 5 * runs), workerCounts, s5, summarize }));
 }
 if (wanted("S8")) results.push(await decodeStep("S8", runs, { driver, pointerOf, measure, summarize, floorCopy }));
 const twoGpuIds = ["D1", "D2"].filter(wanted);

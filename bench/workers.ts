@@ -5,15 +5,18 @@
  * thread, depth 2) and its naive and floor columns (one pinned copy of the
  * batch's bytes and a sync per batch), measured in the same run.
  *
- * S5f   S5 with each batch built fresh on the main thread, as the workers do
- * S5w   N workers build the example batch in fresh arrays (bench/worker_batches.ts)
+ * S5f   S5 with each batch made fresh on the main thread, as the workers do
+ * S5w   N workers make the example batch in fresh arrays (bench/worker_batches.ts:
+ *       copied from 16 seeded batches; S5wg draws the contents each time, as
+ *       examples/example.ts does)
  * S5wa  N workers write it into one of their two arenas, read in place by the copy
  *
  * Also the main thread's part of each batch, timed apart: takeResult and
  * disposeAll of moved example batches (bench/move_worker.ts).
  */
 import { type DeviceTensor, disposeAll, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
-import { makeExampleBatch } from "../examples/example_batch.ts";
+import { source } from "./worker_batches.ts";
+import { copyExampleBatch } from "../examples/example_batch.ts";
 import { rate, type ScenarioResult, type Series } from "./report.ts";
 
 export interface WorkerBench {
@@ -43,7 +46,8 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
   const rows = [row("S5f", `example batches built fresh on one thread, through prefetch (depth ${DEPTH}) → cuda:0`, await prefetchFresh(b.count))];
   const mainThread = await mainThreadPart(Math.min(b.count, 500), b.summarize);
   const variants = [
-    ["S5w", "example", "built in fresh arrays"],
+    ["S5w", "example", "made in fresh arrays"],
+    ["S5wg", "generated", "drawn at random in fresh arrays"],
     ["S5wa", "arena", "written into two arenas in turn"],
   ] as const;
   for (const [id, producer, how] of variants) {
@@ -69,7 +73,7 @@ async function loaderSegments(producer: string, workers: number, count: number):
 async function prefetchFresh(count: number): Promise<number[]> {
   const warm = Math.min(WARM_UP_PER_WORKER, count);
   function* fresh() {
-    for (let i = 0; i < warm + SEGMENTS * count; i++) yield makeExampleBatch(i);
+    for (let i = 0; i < warm + SEGMENTS * count; i++) yield copyExampleBatch(source(i));
   }
   return await timeSegments(prefetch(fresh(), "cuda:0", { depth: DEPTH }), warm, count);
 }

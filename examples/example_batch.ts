@@ -107,7 +107,13 @@ function floats(random: () => number, arrays: Arrays, count: number, scale: numb
 
 function classIds(random: () => number, arrays: Arrays, count: number): BigInt64Array {
   const out = arrays.int64(count);
-  for (let i = 0; i < count; i++) out[i] = BigInt(Math.floor(random() * 10));
+  // The same values as out[i] = BigInt(...), written as little-endian 32-bit
+  // halves: a BigInt made per element cost most of the batch's build.
+  const words = new Int32Array(out.buffer, out.byteOffset, count * 2);
+  for (let i = 0; i < count; i++) {
+    words[2 * i] = Math.floor(random() * 10);
+    words[2 * i + 1] = 0;
+  }
   return out;
 }
 
@@ -147,6 +153,44 @@ export function makeExampleBatch(seed = 1, arena?: Arena): ExampleSample[] {
     }
   }
   return batch;
+}
+
+/**
+ * A copy of an example batch in fresh arrays (or written into `arena`), the
+ * same structure and bytes: what a loader that decodes each batch into new
+ * memory does, without the cost of drawing random contents.
+ */
+export function copyExampleBatch(batch: ExampleSample[], arena?: Arena): ExampleSample[] {
+  const arrays = arena === undefined ? FRESH : inArena(arena);
+  const f32 = (src: Float32Array) => {
+    const out = arrays.float32(src.length);
+    out.set(src);
+    return out;
+  };
+  const i64 = (src: BigInt64Array) => {
+    const out = arrays.int64(src.length);
+    out.set(src);
+    return out;
+  };
+  const flag = (src: Tensor) => {
+    const out = arrays.uint8(src.size);
+    out.set(src.data as Uint8Array);
+    return new Tensor(out, src.shape, "bool");
+  };
+  return batch.map((sample) => ({
+    cams_gt: sample.cams_gt.map((cam) => ({
+      bounding_boxes: new Tensor(f32(cam.bounding_boxes.data as Float32Array), cam.bounding_boxes.shape),
+      class_ids: i64(cam.class_ids),
+      active: flag(cam.active),
+      depths: f32(cam.depths),
+      proj_mat: new Tensor(f32(cam.proj_mat.data as Float32Array), cam.proj_mat.shape),
+    })),
+    gt_data: {
+      bounding_boxes_3d: new Tensor(f32(sample.gt_data.bounding_boxes_3d.data as Float32Array), sample.gt_data.bounding_boxes_3d.shape),
+      class_ids: i64(sample.gt_data.class_ids),
+      active: flag(sample.gt_data.active),
+    },
+  }));
 }
 
 /** A tensor leaf found by {@link forEachLeaf}. */

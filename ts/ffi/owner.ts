@@ -56,8 +56,13 @@ function refError(what: string): MtcError {
   return new MtcError(Status.MTC_ERR_INTERNAL, `${what}: ${library().symbols.mtc_last_error() || "no ref was made"}`);
 }
 
-/** Takes a new C reference to `block` for this thread; returns what {@link releaseBlockRef} gives back. */
+/**
+ * Takes a new C reference to `block` for this thread; returns what
+ * {@link releaseBlockRef} gives back. No block (0: a DLPack import's
+ * holder) takes nothing and gives 0.
+ */
 export function retainBlockRef(block: number): number {
+  if (block === 0) return 0;
   const sym = library().symbols;
   const id = threadOwnerId();
   if (id === 0) {
@@ -86,8 +91,9 @@ export function adoptBlockRef(block: number): number {
   return ref;
 }
 
-/** Releases a block reference that {@link retainBlockRef} or {@link adoptBlockRef} gave. */
+/** Releases a block reference that {@link retainBlockRef} or {@link adoptBlockRef} gave (0: nothing). */
 export function releaseBlockRef(ref: number): void {
+  if (ref === 0) return;
   const sym = library().symbols;
   if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
   else sym.mtc_block_release(ref);

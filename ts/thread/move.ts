@@ -130,17 +130,30 @@ class Outgoing {
   }
 
   push(kind: number, block: number, a: number, b: number, bytes: number, device: number, dtype: DType, flags: number, shape: readonly number[], extra: TensorExtra | null): void {
-    this.nums.push(kind, block, a, b, bytes, device, DTYPE_CODE.get(dtype)!, flags, shape.length);
-    for (const extent of shape) this.dims.push(extent);
-    this.extras.push(extra);
+    // Indexed writes: a push of nine values, or a for-of over a frozen
+    // shape, cost JavaScriptCore several times as much.
+    const nums = this.nums;
+    const at = nums.length;
+    nums[at] = kind;
+    nums[at + 1] = block;
+    nums[at + 2] = a;
+    nums[at + 3] = b;
+    nums[at + 4] = bytes;
+    nums[at + 5] = device;
+    nums[at + 6] = DTYPE_CODE[dtype];
+    nums[at + 7] = flags;
+    nums[at + 8] = shape.length;
+    const dims = this.dims;
+    for (let i = 0; i < shape.length; i++) dims[dims.length] = shape[i]!;
+    this.extras[this.extras.length] = extra;
   }
 
   /** The code of `value` at `slot` of container `c`: a container's number (numbering it on first sight), LEAF or DATA. */
   code(value: unknown, c: number, slot: string | number): number {
     if (typeof value === "object" && value !== null) {
+      if (this.leaf(value, c, slot)) return LEAF; // before the lookup: most values are leaves
       const known = this.seen.get(value);
       if (known !== undefined) return known;
-      if (this.leaf(value, c, slot)) return LEAF;
       const kind = Array.isArray(value) ? ARRAY : value instanceof Map ? MAP : plainKind(value);
       if (kind >= 0) {
         const n = this.containers.length;
@@ -183,7 +196,26 @@ function plainKind(value: object): number {
   return proto === Object.prototype ? OBJECT : proto === null ? BARE_OBJECT : -1;
 }
 
-const DTYPE_CODE = new Map(DTYPES.map((d, i) => [d, i]));
+/** The last template sent and its text: a loader sends one structure again and again. */
+let lastTemplate: (string | number)[][] = [];
+let lastText = "[]";
+
+/** `template` as JSON, the text of the last one when they are the same (a compare costs less than a stringify). */
+function templateText(template: (string | number)[][]): string {
+  let same = template.length === lastTemplate.length;
+  for (let c = 0; same && c < template.length; c++) {
+    const a = template[c]!, b = lastTemplate[c]!;
+    if (a.length !== b.length) same = false;
+    for (let i = 0; same && i < a.length; i++) same = a[i] === b[i];
+  }
+  if (!same) {
+    lastTemplate = template;
+    lastText = JSON.stringify(template);
+  }
+  return lastText;
+}
+
+const DTYPE_CODE = Object.fromEntries(DTYPES.map((d, i) => [d, i])) as Record<DType, number>;
 
 /**
  * Moves a result out of this thread: returns one plain message to post
@@ -243,7 +275,7 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
     parcel,
     sender,
     root: out.root,
-    template: JSON.stringify(out.template),
+    template: templateText(out.template),
     nums: new Float64Array(out.nums),
     dims: new Float64Array(out.dims),
     data: out.data,
