@@ -14,7 +14,8 @@
  * Also the main thread's part of each batch, timed apart: takeResult and
  * disposeAll of moved example batches (bench/move_worker.ts).
  */
-import { type DeviceTensor, disposeAll, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import { type CopyOptions, type DeviceTensor, disposeAll, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import { getEnv } from "../ts/base/runtime.ts";
 import { source } from "./worker_batches.ts";
 import { copyExampleBatch } from "../examples/example_batch.ts";
 import { rate, type ScenarioResult, type Series } from "./report.ts";
@@ -31,7 +32,10 @@ export interface WorkerBench {
 }
 
 const PRODUCERS = new URL("./worker_batches.ts", import.meta.url);
-const DEPTH = 2;
+/** Batches in flight per worker: MTC_BENCH_LOADER_DEPTH, else 2 (as S5's prefetch). */
+const DEPTH = Number(getEnv("MTC_BENCH_LOADER_DEPTH") ?? 2);
+/** The workers' copy options: MTC_BENCH_LOADER_OPTIONS (JSON), to compare settings; else the loader's defaults. */
+const LOADER_COPY_OPTIONS = JSON.parse(getEnv("MTC_BENCH_LOADER_OPTIONS") ?? "{}") as CopyOptions;
 /** Timed segments of `count` batches each, after the warm-up. */
 const SEGMENTS = 3;
 /** Batches per worker before timing (fewer for a short run): each worker's JIT warms up on its own. */
@@ -65,7 +69,7 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
 /** Ms per batch of each timed segment of one loader, after its warm-up. */
 async function loaderSegments(producer: string, workers: number, count: number): Promise<number[]> {
   const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
-  await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count });
+  await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count, copyOptions: LOADER_COPY_OPTIONS });
   return await timeSegments(loader, warm, count);
 }
 
