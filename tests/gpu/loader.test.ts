@@ -3,8 +3,8 @@
 // main thread takes them in order and reads every byte back. Then a loop
 // left while the workers copy: what was in flight comes back
 // (tests/ts/loader.test.ts has the rest).
-import { DeviceTensor, disposeAll, poolStats, startLoader } from "../../ts/mod.ts";
-import { library } from "../../ts/ffi/library.ts";
+import { disposeAll, startLoader } from "../../ts/mod.ts";
+import { counters, toHost, until } from "../ts/fixtures/threads.ts";
 import { assertEquals, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/checks.ts";
 import { type PatternedBatch, patternedBatch } from "../ts/fixtures/loader_batches.ts";
@@ -12,25 +12,8 @@ import { DEVICE, gpuTest } from "./gpu_env.ts";
 
 const PRODUCERS = new URL("../ts/fixtures/loader_batches.ts", import.meta.url);
 
-function counters() {
-  const s = poolStats();
-  return { blocks: s.blocksLive, plans: s.plansLive, held: s.pinnedHeldBytes, parcels: library().symbols.mtc_parcels_live!() };
-}
 
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 20));
-}
 
-/** A copied batch read back: DeviceTensors as host arrays, containers mirrored. */
-function toHost(value: unknown): unknown {
-  if (value instanceof DeviceTensor) return value.toHost();
-  if (Array.isArray(value)) return value.map(toHost);
-  if (value instanceof Map) return new Map([...value].map(([k, v]) => [k, toHost(v)]));
-  if (value !== null && typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype) {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toHost(v)]));
-  }
-  return value;
-}
 
 gpuTest("loader: four workers, 200 batches to the GPU, taken in index order, every byte read back", async () => {
   const before = counters();

@@ -1,37 +1,11 @@
 // Workers copying at once on the real GPU, their results moved to the main
 // thread and used there, and a worker terminated with DMAs in flight: C
 // gives back what its thread owned (tests/ts/move.test.ts has the rest).
-import { disposeAll, type Moved, ownerAlive, poolStats, takeResult } from "../../ts/mod.ts";
-import { library } from "../../ts/ffi/library.ts";
+import { disposeAll, ownerAlive, takeResult } from "../../ts/mod.ts";
+import { counters, spawnMoveWorker as spawn, until } from "../ts/fixtures/threads.ts";
 import { assert, assertEquals, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/move_batch.ts";
 import { gpuTest } from "./gpu_env.ts";
-
-const WORKER = new URL("../ts/fixtures/move_worker.ts", import.meta.url).href;
-
-// deno-lint-ignore no-explicit-any
-type Reply = { owner: number; moved?: Moved<any>; started?: number; failed?: string };
-
-function spawn(): { worker: Worker; ask(command: object): Promise<Reply> } {
-  const worker = new Worker(WORKER, { type: "module" });
-  return {
-    worker,
-    ask: (command) =>
-      new Promise((resolve, reject) => {
-        worker.onmessage = (e: MessageEvent<Reply>) => (e.data.failed ? reject(new Error(e.data.failed)) : resolve(e.data));
-        worker.postMessage(command);
-      }),
-  };
-}
-
-function counters() {
-  const s = poolStats();
-  return { blocks: s.blocksLive, plans: s.plansLive, held: s.pinnedHeldBytes, parcels: library().symbols.mtc_parcels_live!() };
-}
-
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 20));
-}
 
 gpuTest("threads: four workers copy at once; 200 results moved to the main thread are exact there", async () => {
   const before = counters();

@@ -14,6 +14,7 @@ import { assert, assertRejects, assertSame, assertThrows, note, runner, test } f
 import { assertPoolsBack, checkBatch, type PoolMark, poolMark, Tally } from "./fixtures/checks.ts";
 import { type PatternedBatch, patternedBatch } from "./fixtures/loader_batches.ts";
 import { runScript } from "./fixtures/spawn.ts";
+import { toHost } from "./fixtures/threads.ts";
 
 const PRODUCERS = new URL("./fixtures/loader_batches.ts", import.meta.url);
 const tally = new Tally("loader");
@@ -55,16 +56,6 @@ async function assertBack(m: Mark, what: string): Promise<void> {
   assert(parcelsLive() <= m.parcels, `${what}: parcels in transit ${m.parcels} → ${parcelsLive()}`);
 }
 
-/** A copied batch read back: DeviceTensors as host arrays, containers mirrored. */
-function toHost(value: unknown): unknown {
-  if (value instanceof DeviceTensor) return value.toHost();
-  if (Array.isArray(value)) return value.map(toHost);
-  if (value instanceof Map) return new Map([...value].map(([k, v]) => [k, toHost(v)]));
-  if (value !== null && typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype) {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toHost(v)]));
-  }
-  return value;
-}
 
 /** Checks batch `index` as the loader handed it out: every leaf on cuda:0, every byte as made. */
 function checkPatterned(batch: PatternedBatch, index: number): void {

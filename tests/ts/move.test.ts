@@ -12,7 +12,6 @@ import {
   MtcError,
   moveResult,
   ownerAlive,
-  poolStats,
   startCopy,
   Status,
   takeResult,
@@ -23,41 +22,17 @@ import { library } from "../../ts/ffi/library.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { checkBatch, makeBatch } from "./fixtures/move_batch.ts";
+import { counters, spawnMoveWorker as spawn, until } from "./fixtures/threads.ts";
 
 const moveTest = (name: string, fn: () => void | Promise<void>) => test(`move: ${name}`, fn, { skip: skipWithoutDriver });
-const WORKER = new URL("./fixtures/move_worker.ts", import.meta.url).href;
-
-// deno-lint-ignore no-explicit-any
-type Reply = { owner: number; moved?: Moved<any>; device?: Moved<any>; wrong?: number; started?: number; failed?: string };
-
-/** A worker of move_worker.ts and a way to ask it one thing at a time. */
-function spawn(): { worker: Worker; ask(command: object): Promise<Reply> } {
-  const worker = new Worker(WORKER, { type: "module" });
-  return {
-    worker,
-    ask: (command) =>
-      new Promise((resolve, reject) => {
-        worker.onmessage = (e: MessageEvent<Reply>) => (e.data.failed ? reject(new Error(e.data.failed)) : resolve(e.data));
-        worker.onerror = (e) => reject(new Error(String((e as ErrorEvent).message)));
-        worker.postMessage(command);
-      }),
-  };
-}
-
-/** What must come back to where it was: blocks, plans, pinned memory held, parcels. */
-function counters() {
-  const s = poolStats();
-  return { blocks: s.blocksLive, plans: s.plansLive, held: s.pinnedHeldBytes, parcels: library().symbols.mtc_parcels_live!() };
-}
-
 /** Waits (up to 5 s) until the counters are back to `before`: workers end on their own time. */
 async function settled(before: ReturnType<typeof counters>, what: string): Promise<void> {
-  for (let i = 0; i < 250 && JSON.stringify(counters()) !== JSON.stringify(before); i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => JSON.stringify(counters()) === JSON.stringify(before));
   assertEquals(counters(), before, what);
 }
 
 async function ended(owner: number): Promise<void> {
-  for (let i = 0; i < 250 && ownerAlive(owner); i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => !ownerAlive(owner));
   assert(!ownerAlive(owner), `the worker's owner ${owner} ended with its thread`);
 }
 

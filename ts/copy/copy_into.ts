@@ -103,12 +103,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
       t.dropShares();
       throw new MtcError(created, sym.mtc_last_error() || statusName(created));
     }
-    try {
-      record = newRecord(lib, u64At(outWords, 0), t);
-    } catch (e) {
-      t.dropShares();
-      throw e;
-    }
+    record = newRecord(lib, u64At(outWords, 0), t);
     const plan = record.plan;
     try {
       if (bulk) {

@@ -83,10 +83,18 @@ const livePlans = new Set<PlanRecord>();
 /**
  * The record of a plan just created, with `traversal`: the plan becomes a
  * ref of this thread's (released with the thread, if nothing else does);
- * notes it (and installs the exit hook with the first one).
+ * notes it (and installs the exit hook with the first one). If that fails,
+ * the plan is released and the traversal's shares dropped.
  */
 export function newRecord(lib: MtcLibrary, plan: number, traversal: Traversal): PlanRecord {
-  const record: PlanRecord = { plan, ref: adoptPlanRef(plan), traversal };
+  let ref: number;
+  try {
+    ref = adoptPlanRef(plan);
+  } catch (e) {
+    traversal.dropShares();
+    throw e;
+  }
+  const record: PlanRecord = { plan, ref, traversal };
   livePlans.add(record);
   if (!exitHookSet) setExitHook(lib);
   return record;

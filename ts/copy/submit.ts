@@ -97,13 +97,7 @@ export function submitPlan(
     t.dropShares();
     throw new MtcError(created, sym.mtc_last_error() || statusName(created));
   }
-  let record: PlanRecord;
-  try {
-    record = newRecord(lib, u64At(outWords, 0), t);
-  } catch (e) {
-    t.dropShares();
-    throw e;
-  }
+  const record = newRecord(lib, u64At(outWords, 0), t);
   const plan = record.plan;
   try {
     if (addressesInBulk) writeAddresses(lib, t);
