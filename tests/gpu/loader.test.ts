@@ -9,6 +9,7 @@ import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/checks.ts";
 import { type PatternedBatch, patternedBatch } from "../ts/fixtures/loader_batches.ts";
 import { DEVICE, gpuTest } from "./gpu_env.ts";
+import { runScript } from "../ts/fixtures/spawn.ts";
 
 const PRODUCERS = new URL("../ts/fixtures/loader_batches.ts", import.meta.url);
 
@@ -44,3 +45,41 @@ gpuTest("loader: a loop left while four workers copy; what they had in flight co
     assert(noneAbove(before), `round ${round}: blocks, plans and parcels back: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
   }
 });
+
+gpuTest("loader: an abort while the consumer waits rejects with the signal's reason; what was in flight comes back", async () => {
+  const before = counters();
+  const controller = new AbortController();
+  // Batch 3 never comes (its producer sleeps); the other worker's copies go on.
+  const loader = startLoader<PatternedBatch>({ module: PRODUCERS, export: "slow", device: DEVICE, workers: 2, depth: 2, signal: controller.signal, args: { ms: 60_000, only: 3 } });
+  for (let i = 0; i < 3; i++) {
+    const { value } = await loader.next();
+    assertSame(value!.index, i);
+    disposeAll(value);
+  }
+  const waiting = loader.next();
+  const reason = new Error("stop loading");
+  setTimeout(() => controller.abort(reason), 10);
+  let caught: unknown;
+  try {
+    await waiting;
+  } catch (e) {
+    caught = e;
+  }
+  assertSame(caught, reason, "the signal's reason");
+  assertSame((await loader.next()).done, true, "done after the abort");
+  await loader.close();
+  await until(() => noneAbove(before));
+  assert(noneAbove(before), `aborted: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+});
+
+const EXIT_FIXTURE = new URL("../ts/fixtures/loader_exit.ts", import.meta.url).pathname;
+for (const mode of ["exit", "end"]) {
+  gpuTest(`loader: a child process that ${mode === "exit" ? "exits with the loader open" : "leaves its loop and ends"} while four workers copy to the GPU exits cleanly`, async () => {
+    const r = await runScript(EXIT_FIXTURE, [mode], {});
+    const shown = `code ${r.code}, signal ${r.signal}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
+    assert(r.stdout.includes(`took batch 0 (${mode})`), `the child took its first batch: ${shown}`);
+    assertSame(r.signal, null, `no signal: ${shown}`);
+    assertSame(r.code, 0, `exit code 0: ${shown}`);
+    assertSame(r.stderr, "", `nothing on stderr: ${shown}`);
+  });
+}

@@ -1,7 +1,7 @@
 // Workers copying at once on the real GPU, their results moved to the main
 // thread and used there, and a worker terminated with DMAs in flight: C
 // gives back what its thread owned (tests/ts/move.test.ts has the rest).
-import { disposeAll, ownerAlive, takeResult } from "../../ts/mod.ts";
+import { disposeAll, dropMovedFrom, moveResult, MtcError, ownerAlive, takeResult } from "../../ts/mod.ts";
 import { counters, noneAbove, spawnMoveWorker as spawn, until } from "../ts/fixtures/threads.ts";
 import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/move_batch.ts";
@@ -49,4 +49,31 @@ gpuTest("threads: a result outlives the worker that moved it", async () => {
   const batch = takeResult(reply.moved!);
   assertSame(await checkBatch(batch, 77), 0);
   disposeAll(batch);
+});
+
+gpuTest("threads: moved twice, used by the sender after the move, never taken: exact, clear errors, nothing left", async () => {
+  const before = counters();
+  const w = spawn();
+  const first = await w.ask({ op: "copy", seed: 31 });
+  const batch = takeResult(first.moved!) as { f32: { disposed: boolean; address: number } };
+  const again = moveResult(batch); // main → worker → main
+  assert(batch.f32.disposed, "the sender's tensors are disposed");
+  let error: unknown;
+  try {
+    void batch.f32.address;
+  } catch (e) {
+    error = e;
+  }
+  assert(error instanceof MtcError && error.code === "MTC_ERR_INVALID_STATE", `a use after the move is an MtcError: ${error}`);
+  const reply = await w.ask({ op: "take", seed: 31, moved: again });
+  assertSame(reply.wrong, 0, "exact in the worker");
+  const back = takeResult(reply.moved!);
+  assertSame(await checkBatch(back, 31), 0, "exact back on the main thread");
+  disposeAll(back);
+  const lost = await w.ask({ op: "copy", seed: 32 }); // never taken
+  w.worker.terminate();
+  await until(() => !ownerAlive(lost.owner));
+  assertSame(dropMovedFrom(lost.owner), 1, "the untaken parcel dropped by its sender");
+  await until(() => noneAbove(before));
+  assert(noneAbove(before), `nothing left: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
 });
