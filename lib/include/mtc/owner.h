@@ -80,9 +80,9 @@ MTC_API mtc_ref mtc_ref_retain_block(mtc_owner owner, mtc_block *block);
 
 /* Records a reference the caller already holds (a plan from
  * mtc_plan_create, a block from mtc_host_block_alloc or
- * mtc_device_block_alloc, an event) as the owner's, under kind; returns its ref. On failure (an
- * unknown owner, a bad kind, NULL) returns 0 and the reference stays the
- * caller's, untouched. */
+ * mtc_device_block_alloc, an event) as the owner's, under kind; returns its
+ * ref. On failure (an unknown owner, a bad kind, NULL) returns 0 and the
+ * reference stays the caller's, untouched. */
 MTC_API mtc_ref mtc_ref_adopt(mtc_owner owner, uint32_t kind, void *object);
 
 /* Releases the reference behind ref, as its kind is, and forgets ref. A ref
