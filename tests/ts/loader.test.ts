@@ -187,6 +187,30 @@ test("loader: bad options throw MtcError at once", () => {
   for (const [options, message] of bad) assertThrows(() => startLoader(options as LoaderOptions), MtcError, message);
 }, { skip });
 
+test("loader: its options and copyOptions are read once: what is checked is what the workers use", async () => {
+  const m = mark();
+  const reads: Record<string, number> = {};
+  const counting = <O extends object>(target: O): O =>
+    new Proxy(target, {
+      get(t, key, receiver) {
+        if (typeof key === "string") reads[key] = (reads[key] ?? 0) + 1;
+        return Reflect.get(t, key, receiver);
+      },
+    });
+  const copyOptions = counting({ packThresholdBytes: 1024 });
+  const loader = startLoader<PatternedBatch>(counting({ module: PRODUCERS, export: "ordered", device: "cuda:0", workers: 2, batches: 4, copyOptions }));
+  let index = 0;
+  for await (const batch of loader) {
+    checkPatterned(batch, index++);
+    disposeAll(batch);
+  }
+  assertSame(index, 4);
+  await loader.close();
+  for (const key of ["module", "device", "workers", "copyOptions", "packThresholdBytes"]) assertSame(reads[key], 1, `${key} read ${reads[key]} times`);
+  await assertBack(m, "read once");
+  tally.cases++;
+}, { skip });
+
 test("loader: an abort rejects the waiting next() with the signal's reason, and releases what was in flight", async () => {
   const m = mark();
   await withCopyDelay(20_000, async () => {

@@ -12,6 +12,8 @@ import {
   MtcError,
   moveResult,
   ownerAlive,
+  pinnedArray,
+  releaseHostOutput,
   startCopy,
   Status,
   takeResult,
@@ -177,4 +179,53 @@ moveTest("an arena's tensor cannot be moved; a message that is not ours is refus
   assertThrows(() => takeResult({} as Moved), MtcError, "not a message of moveResult");
   assert(threadOwner() > 0, "the main thread has an owner");
   void makeBatch;
+});
+
+moveTest("a getter run by moveResult disposes or releases a leaf it read before: an MtcError naming it, nothing taken, nothing freed twice", async () => {
+  const before = counters();
+  const onGpu = await startCopy({ a: new Float32Array([1, 2]), b: new Int32Array([3]) }, "cuda:0");
+  const pinned = pinnedArray("float64", 4).fill(7);
+  const parcels = library().symbols.mtc_parcels_live!();
+  // Keys are read in order: `late` runs after `a` and `p` were recorded.
+  const value = {
+    a: onGpu.a,
+    p: pinned,
+    get late() {
+      onGpu.a.dispose();
+      return 1;
+    },
+  };
+  const e = assertThrows(() => moveResult(value), MtcError, "disposed while the value was read");
+  assertSame(e.path, ".a");
+  const released = {
+    p: pinned,
+    get late() {
+      releaseHostOutput(pinned);
+      return 1;
+    },
+  };
+  const r = assertThrows(() => moveResult(released), MtcError, "released while the value was read");
+  assertSame(r.path, ".p");
+  assertSame(library().symbols.mtc_parcels_live!(), parcels, "no parcel made");
+  assert(!onGpu.b.disposed, "what was not moved is untouched");
+  disposeAll(onGpu);
+  await settled(before, "given back once");
+});
+
+moveTest("takeResult and dropMoved read each field of a message once", async () => {
+  const before = counters();
+  const moved = moveResult(await startCopy({ x: new Uint8Array([5, 6]) }, "cuda:0"));
+  const reads: Record<string, number> = {};
+  const counted = new Proxy(moved, {
+    get(target, key, receiver) {
+      if (typeof key === "string") reads[key] = (reads[key] ?? 0) + 1;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const got = takeResult(counted) as { x: DeviceTensor };
+  assertEquals(Array.from(got.x.toHost() as Uint8Array), [5, 6]);
+  assert(Object.entries(reads).every(([, n]) => n === 1), `each field once: ${JSON.stringify(reads)}`);
+  dropMoved(counted); // taken already: nothing
+  disposeAll(got);
+  await settled(before, "given back");
 });

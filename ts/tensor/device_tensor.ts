@@ -35,6 +35,10 @@ export let tensorShape: (tensor: DeviceTensor) => readonly number[];
 export let tensorOffset: (tensor: DeviceTensor) => number;
 /** @internal True after dispose(). */
 export let tensorDisposed: (tensor: DeviceTensor) => boolean;
+/** @internal Its mtc_block (0 for none). */
+export let tensorBlock: (tensor: DeviceTensor) => number;
+/** @internal True when it shares its block with other leaves (packed). */
+export let tensorPacked: (tensor: DeviceTensor) => boolean;
 /** @internal True when a copy to the host gives it back as a Tensor whatever its shape (it was copied from a Tensor). */
 export let tensorKeepsTensor: (tensor: DeviceTensor) => boolean;
 
@@ -260,6 +264,8 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     tensorOffset = (tensor) => tensor.#offset;
     tensorDisposed = (tensor) => tensor.#disposed;
     tensorKeepsTensor = (tensor) => tensor.#keepsTensor;
+    tensorBlock = (tensor) => tensor.#block;
+    tensorPacked = (tensor) => tensor.#packed;
     // console.log: "DeviceTensor(float32 [2, 3] cuda:0)", ", disposed" once it is (no getter: the address would throw).
     defineInspect<DeviceTensor>(this.prototype, "DeviceTensor", (t) => {
       if (!(#holder in t)) return "DeviceTensor (not made by this library)";

@@ -116,7 +116,9 @@ const DONE: IteratorResult<never, undefined> = Object.freeze({ done: true, value
 export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
   checkOptionNames(options, NAMES, "startLoader: ");
   if (options === undefined) throw invalidArgument("startLoader: options must be an object with module and device");
-  const { module, export: name = "default", device, workers = 2, depth = 2, batches, args, copyOptions = {}, signal } = options;
+  const { module, export: name = "default", device, workers = 2, depth = 2, batches, args, copyOptions: given = {}, signal } = options;
+  // Read once: what is checked is what the workers get.
+  const copyOptions: CopyOptions = typeof given === "object" && given !== null ? { ...given } : given;
   const url = typeof module === "string" ? module : typeof module === "object" && module !== null ? module.href : undefined;
   if (typeof url !== "string" || !URL.canParse(url)) {
     throw invalidArgument(`startLoader: module must be an absolute URL (a string or URL, e.g. new URL("./batches.ts", import.meta.url)), got ${showValue(module)}`);
@@ -136,7 +138,7 @@ export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
     workers,
     batches: batches ?? null,
     device,
-    copyOptions: { ...copyOptions },
+    copyOptions,
     args,
   };
   // Workers with no batch to make are not started.

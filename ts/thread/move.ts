@@ -18,12 +18,14 @@ import {
   DeviceTensor,
   isDeviceTensor,
   tensorAddress,
+  tensorBlock,
   tensorBytes,
   tensorDevice,
   tensorDisposed,
   tensorDType,
   tensorKeepsTensor,
   tensorOffset,
+  tensorPacked,
   tensorShape,
 } from "../tensor/device_tensor.ts";
 import { DTYPES, type DType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
@@ -69,6 +71,11 @@ class Outgoing {
   readonly blocks: number[] = [];
   readonly devices: DeviceTensor[] = [];
   readonly pinnedLeaves: (TypedArray | Tensor)[] = [];
+  /** Per pinned leaf: the view read, and the block it was in. */
+  readonly pinnedViews: { data: TypedArray; block: number }[] = [];
+  /** Where each DeviceTensor and each pinned leaf was found: its container and slot, two entries a leaf. */
+  readonly devicePlaces: (string | number)[] = [];
+  readonly pinnedPlaces: (string | number)[] = [];
   readonly seen = new Map<object, number>();
   root = DATA;
 
@@ -98,11 +105,12 @@ class Outgoing {
     if (value instanceof DeviceTensor) {
       if (!isDeviceTensor(value)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: not a DeviceTensor made by this library", { path: this.path(c, slot) });
       if (tensorDisposed(value)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the DeviceTensor was disposed (or moved already)", { path: this.path(c, slot) });
-      const block = value.block;
+      const block = tensorBlock(value);
       const b = block === 0 ? -1 : this.block(block, 0, 0);
-      const flags = (value.packed ? PACKED : 0) | (tensorKeepsTensor(value) ? KEEPS_TENSOR : 0);
+      const flags = (tensorPacked(value) ? PACKED : 0) | (tensorKeepsTensor(value) ? KEEPS_TENSOR : 0);
       this.push(DEVICE, b, tensorAddress(value), tensorOffset(value), tensorBytes(value), tensorDevice(value), tensorDType(value), flags, tensorShape(value), null);
       this.devices.push(value);
+      this.devicePlaces.push(c, slot);
       return true;
     }
     const tensor = value instanceof Tensor ? value : null;
@@ -126,6 +134,8 @@ class Outgoing {
     const shape = tensor !== null ? tensor.shape : [data.length];
     this.push(PINNED, b, viewByteOffset(data), data.length, viewByteLength(data), 0, dtype, tensor === null ? NATURAL : 0, shape, extra);
     this.pinnedLeaves.push(value as TypedArray | Tensor);
+    this.pinnedViews.push({ data, block: pinned.block });
+    this.pinnedPlaces.push(c, slot);
     return true;
   }
 
@@ -146,6 +156,27 @@ class Outgoing {
     const dims = this.dims;
     for (let i = 0; i < shape.length; i++) dims[dims.length] = shape[i]!;
     this.extras[this.extras.length] = extra;
+  }
+
+  /**
+   * After the walk, before any C call: every leaf it recorded is still what
+   * it was. A getter read later in the walk may have disposed a DeviceTensor
+   * or released a pinned array recorded earlier; its block could be gone.
+   */
+  checkAlive(): void {
+    for (let i = 0; i < this.devices.length; i++) {
+      if (tensorDisposed(this.devices[i]!)) {
+        const path = this.path(this.devicePlaces[2 * i] as number, this.devicePlaces[2 * i + 1]!);
+        throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the DeviceTensor was disposed while the value was read (by a getter in it?)", { path });
+      }
+    }
+    for (let i = 0; i < this.pinnedViews.length; i++) {
+      const { data, block } = this.pinnedViews[i]!;
+      if (pinnedBlockOf(bufferUnder(data)!)?.block !== block) {
+        const path = this.path(this.pinnedPlaces[2 * i] as number, this.pinnedPlaces[2 * i + 1]!);
+        throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the pinned memory was released while the value was read (by a getter in it?)", { path });
+      }
+    }
   }
 
   /** The code of `value` at `slot` of container `c`: a container's number (numbering it on first sight), LEAF or DATA. */
@@ -251,7 +282,8 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
   }
   if (value instanceof Error) return { mtc: MOVED, parcel: 0, sender, error: errorMessage(value) } as Moved<T>;
   const out = new Outgoing();
-  out.walk(value);
+  out.walk(value); // every user getter and trap runs here, once
+  out.checkAlive();
   const blockCount = out.blockIndex.size;
   let parcel = 0;
   if (blockCount > 0) {
@@ -286,9 +318,11 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
 
 /** Gives back a message's references without taking it (a message no thread will take). Taken already or dropped: nothing. */
 export function dropMoved(message: Moved): void {
-  if (!isMoved(message) || message.parcel === 0) return;
+  if (!isMoved(message)) return;
+  const parcel = message.parcel; // read once
   const release = library().symbols.mtc_owner_release;
-  if (release !== undefined && library().symbols.mtc_owner_alive!(message.parcel) === 1) release(message.parcel);
+  // A parcel taken or dropped already has ended: C refuses it, which is the no-op wanted.
+  if (release !== undefined && Number.isSafeInteger(parcel) && parcel > 0) release(parcel);
 }
 
 /**

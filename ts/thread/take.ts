@@ -29,6 +29,7 @@ import {
   LEAF,
   MAP,
   type Moved,
+  MOVED,
   NATURAL,
   PACKED,
   PINNED,
@@ -58,8 +59,7 @@ function parsed(text: string): (string | number)[][] {
  * (MTC_ERR_INVALID_STATE).
  */
 export function takeResult<T>(message: Moved<T>): T {
-  if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
-  const m = message as Required<Moved<T>>;
+  const m = readMessage(message);
   if (m.error !== undefined) return errorFromMessage(m.error) as T;
   const template = parsed(m.template);
   if (m.parcel !== 0) {
@@ -72,6 +72,22 @@ export function takeResult<T>(message: Moved<T>): T {
   if (m.root === LEAF) return leaves[0] as T;
   if (m.root === DATA) return m.data[0] as T;
   return build(template, leaves, m.data) as T;
+}
+
+/**
+ * The message's fields, each read once (a getter on a message cannot change
+ * what was checked), and checked for their kinds before anything is taken.
+ */
+function readMessage(message: unknown): Required<Moved> {
+  const bad = () => new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
+  if (!isMoved(message)) throw bad();
+  const { parcel, sender, root, template, nums, dims, data, extras, blocks, error } = message as Required<Moved>;
+  const m = { mtc: MOVED, parcel, sender, root, template, nums, dims, data, extras, blocks, error } as Required<Moved>;
+  if (!Number.isSafeInteger(parcel) || parcel < 0) throw bad();
+  if (error !== undefined) return m;
+  const numbers = (x: unknown) => x instanceof Float64Array;
+  if (typeof template !== "string" || !numbers(nums) || !numbers(dims) || !numbers(blocks) || !Array.isArray(data) || typeof root !== "number") throw bad();
+  return m;
 }
 
 /** A holder for each block of the message (device: a BlockHolder; pinned: a buffer), adopting its ref. */
