@@ -75,49 +75,47 @@ export function retainBlockRef(block: number): number {
 }
 
 /**
- * Makes a block reference the caller holds already (a new allocation's)
- * this thread's; on failure the reference is released and MtcError thrown.
+ * Makes a reference the caller holds already (`object`, of `kind`) this
+ * thread's, and returns its ref (the object itself where the library has no
+ * owners). On failure `release` gives the reference back and MtcError is thrown.
  */
-export function adoptBlockRef(block: number): number {
-  const sym = library().symbols;
+function adopt(kind: number, object: number, what: string, release: (object: number) => void): number {
   const id = threadOwnerId();
-  if (id === 0) return block;
-  const ref = sym.mtc_ref_adopt!(id, REF_BLOCK, block);
+  if (id === 0) return object;
+  const ref = library().symbols.mtc_ref_adopt!(id, kind, object);
   if (ref === 0) {
-    const error = refError("keeping a block");
-    sym.mtc_block_release(block);
+    const error = refError(`keeping ${what}`);
+    release(object);
     throw error;
   }
   return ref;
+}
+
+/** Releases `ref` through the owner, or with `old` where the library has no owners. */
+function releaseRef(ref: number, old: (object: number) => void): void {
+  const sym = library().symbols;
+  if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
+  else old(ref);
+}
+
+/** Makes a block reference the caller holds already (a new allocation's) this thread's. */
+export function adoptBlockRef(block: number): number {
+  return adopt(REF_BLOCK, block, "a block", library().symbols.mtc_block_release);
 }
 
 /** Releases a block reference that {@link retainBlockRef} or {@link adoptBlockRef} gave (0: nothing). */
 export function releaseBlockRef(ref: number): void {
-  if (ref === 0) return;
-  const sym = library().symbols;
-  if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
-  else sym.mtc_block_release(ref);
+  if (ref !== 0) releaseRef(ref, library().symbols.mtc_block_release);
 }
 
-/** Makes a new plan this thread's; on failure the plan is released and MtcError thrown. */
+/** Makes a new plan this thread's. */
 export function adoptPlanRef(plan: number): number {
-  const sym = library().symbols;
-  const id = threadOwnerId();
-  if (id === 0) return plan;
-  const ref = sym.mtc_ref_adopt!(id, REF_PLAN, plan);
-  if (ref === 0) {
-    const error = refError("keeping a plan");
-    sym.mtc_plan_release(plan);
-    throw error;
-  }
-  return ref;
+  return adopt(REF_PLAN, plan, "a plan", library().symbols.mtc_plan_release);
 }
 
 /** Releases a plan reference from {@link adoptPlanRef} (waiting for its copy in flight). */
 export function releasePlanRef(ref: number): void {
-  const sym = library().symbols;
-  if (sym.mtc_ref_release !== undefined && owner !== 0) sym.mtc_ref_release(ref);
-  else sym.mtc_plan_release(ref);
+  releaseRef(ref, library().symbols.mtc_plan_release);
 }
 
 let releaseCallback: number | undefined | null = null;

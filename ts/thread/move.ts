@@ -89,13 +89,19 @@ class Outgoing {
     return parts.reverse().join("");
   }
 
-  /** The block's index in the message, adding it (with its base address and bytes) on first sight. */
-  block(block: number, base: number, bytes: number): number {
+  /**
+   * The block's index in the message, adding it on first sight, with its
+   * base address and bytes when `buffer` is its pinned buffer (0, 0 for
+   * device memory).
+   */
+  block(block: number, buffer: ArrayBuffer | null): number {
     let index = this.blockIndex.get(block);
     if (index === undefined) {
       index = this.blockIndex.size;
       this.blockIndex.set(block, index);
-      this.blocks.push(block, 0, base, bytes);
+      // A view of one byte: an empty one may say address 0.
+      const base = buffer === null ? 0 : library().backend.pointerOf(new Uint8Array(buffer, 0, 1));
+      this.blocks.push(block, 0, base, buffer === null ? 0 : buffer.byteLength);
     }
     return index;
   }
@@ -106,7 +112,7 @@ class Outgoing {
       if (!isDeviceTensor(value)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: not a DeviceTensor made by this library", { path: this.path(c, slot) });
       if (tensorDisposed(value)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the DeviceTensor was disposed (or moved already)", { path: this.path(c, slot) });
       const block = tensorBlock(value);
-      const b = block === 0 ? -1 : this.block(block, 0, 0);
+      const b = block === 0 ? -1 : this.block(block, null);
       const flags = (tensorPacked(value) ? PACKED : 0) | (tensorKeepsTensor(value) ? KEEPS_TENSOR : 0);
       this.push(DEVICE, b, tensorAddress(value), tensorOffset(value), tensorBytes(value), tensorDevice(value), tensorDType(value), flags, tensorShape(value), null);
       this.devices.push(value);
@@ -127,8 +133,7 @@ class Outgoing {
     if (!pinned.releasable) {
       throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: an arena's tensor cannot be moved (the arena owns its memory): move the copy's result instead", { path: this.path(c, slot) });
     }
-    const base = library().backend.pointerOf(new Uint8Array(buffer as ArrayBuffer, 0, 1)); // not empty: an empty view may say 0
-    const b = this.block(pinned.block, base, (buffer as ArrayBuffer).byteLength);
+    const b = this.block(pinned.block, buffer as ArrayBuffer);
     const dtype = tensor !== null ? tensor.dtype : naturalDType(data)!;
     const extra = tensor !== null && tensor.strides !== undefined ? { strides: tensor.strides, offset: tensor.offset } : null;
     const shape = tensor !== null ? tensor.shape : [data.length];
