@@ -325,7 +325,12 @@ static void test_release_racing_wait(void) {
     else mtc_ref_release(ref);
     void *status = NULL;
     pthread_join(thread, &status);
-    CHECK((mtc_status)(uintptr_t)status == MTC_OK);
+    /* Releasing the owner stops the plan's reads first: a copy not staged
+     * by then (a loaded machine, a sanitizer build) ends with
+     * MTC_ERR_INVALID_STATE, which the wait reports. Either way it returns,
+     * and the plan was not freed under it (ASan would say). */
+    mtc_status got = (mtc_status)(uintptr_t)status;
+    CHECK(got == MTC_OK || (round < 4 && got == MTC_ERR_INVALID_STATE));
     if (round >= 4) CHECK_OK(mtc_owner_release(owner));
   }
   fake.set_copy_delay_us(0);
