@@ -80,6 +80,7 @@ const fake_cuda_sources = [_][]const u8{
     "tests/fake_cuda/fake_memory.c",
     "tests/fake_cuda/fake_modules.c",
     "tests/fake_cuda/fake_launch.c",
+    "tests/fake_cuda/fake_races.c",
 };
 const fake_cuda_selftest_source = "tests/fake_cuda/fake_cuda_selftest.c";
 
@@ -124,6 +125,7 @@ const device_tests = [_][]const u8{
     "test_threads",
     "test_owners",
     "test_owner_threads",
+    "test_pinned_order",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

@@ -13,6 +13,7 @@
  *   fake_memory.c    pinned memory, device memory, memory pools
  *   fake_modules.c   modules and their functions (fatbins, PTX)
  *   fake_launch.c    cuLaunchKernel: the kernels it runs on the host
+ *   fake_races.c     the race check on pinned memory (a test knob)
  *
  * Everything declared here past the driver's own calls is hidden: the
  * library exports the driver's calls and the test-only ones only. */
@@ -175,6 +176,10 @@ FAKE_API int fake_cuda_live_modules(void);
 FAKE_API void fake_cuda_fail_module_loads(int result);
 FAKE_API int fake_cuda_last_launch(unsigned int *dims, unsigned char *params, unsigned int capacity);
 FAKE_API unsigned long long fake_cuda_last_launch_stream(void);
+FAKE_API void fake_cuda_check_races(int on);
+FAKE_API unsigned long long fake_cuda_race_count(void);
+FAKE_API void fake_cuda_set_sync_linger_us(unsigned long long us);
+FAKE_API int fake_cuda_synchronizes_in_progress(void);
 
 /* The legacy and per-thread default streams, as cuda.h defines them. */
 #define FAKE_STREAM_LEGACY ((uintptr_t)0x1)
@@ -356,6 +361,18 @@ CUresult check_host_range(const char *fn, const char *what, const void *h, size_
 /* Queues one copy on s. Returns the time the caller must sleep until (a
  * copy with pageable host memory blocks), or 0. */
 uint64_t stream_enqueue_copy(struct fake_stream *s, int blocking);
+
+/* fake_races.c. Lock held. The modelled span of the next work on s that
+ * takes cost ns (at least 1 ns). race_check fails a use of pinned bytes
+ * that races an earlier one (see fake_races.c), race_note remembers one,
+ * race_copy does both for a copy, race_forget drops freed memory's uses. */
+void stream_span(const struct fake_stream *s, uint64_t cost, uint64_t *from, uint64_t *until);
+CUresult race_check(const char *fn, const char *what, uintptr_t p, size_t n, int write, uint64_t from,
+                    uint64_t until);
+void race_note(uintptr_t p, size_t n, int write, int device, uint64_t from, uint64_t until);
+CUresult race_copy(const char *fn, const char *what, const struct fake_stream *s, const void *host, size_t n,
+                   int write);
+void race_forget(uintptr_t p, size_t n);
 
 /* The kernels cuModuleGetFunction knows (fake_modules.c) and cuLaunchKernel
  * runs (fake_launch.c, which describes each). */

@@ -141,6 +141,50 @@ static CUresult kernel_param(const char *fn, void **params, int i, void *out, si
   return CUDA_SUCCESS;
 }
 
+/* Lock held. Each byte range the kernel touches, to the race check
+ * (fake_races.c): checked, or (note) remembered. All are checked before any
+ * is remembered, so a kernel never races itself. */
+static CUresult kernel_races(const char *fn, int note, int kernel, uint64_t table, uint32_t n, uint64_t src,
+                             uint64_t dst, uint64_t bytes, int device, uint64_t from, uint64_t until) {
+  CUresult r = CUDA_SUCCESS;
+#define VISIT(p, len, write, what)                                                         \
+  do {                                                                                      \
+    if (note) race_note((uintptr_t)(p), (size_t)(len), (write), device, from, until);      \
+    else if (!r) r = race_check(fn, (what), (uintptr_t)(p), (size_t)(len), (write), from, until); \
+  } while (0)
+  switch (kernel) {
+  case KERNEL_COPY_SEGMENTS:
+  case KERNEL_SCATTER_SEGMENTS:
+    VISIT(table, (uint64_t)n * sizeof(struct fake_segment), 0, "a segment table");
+    for (uint32_t i = 0; i < n; i++) {
+      struct fake_segment seg;
+      memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
+      if (seg.bytes == 0) continue;
+      VISIT(kernel == KERNEL_SCATTER_SEGMENTS ? src + seg.src : seg.src, seg.bytes, 0, "a segment's source");
+      VISIT(seg.dst, seg.bytes, 1, "a segment's destination");
+    }
+    break;
+  case KERNEL_DEBUG_FILL:
+    VISIT(dst, bytes, 1, "the fill's destination");
+    break;
+  case KERNEL_DEBUG_COPY:
+    VISIT(src, bytes, 0, "the copy's source");
+    VISIT(dst, bytes, 1, "the copy's destination");
+    break;
+  case KERNEL_PTX_ADD_ONE_F32:
+    VISIT(dst, (uint64_t)n * 4u, 1, "add_one_f32 p");
+    break;
+  case KERNEL_PTX_SCALE_ADD_F32:
+    VISIT(src, (uint64_t)n * 4u, 0, "scale_add_f32 x");
+    VISIT(dst, (uint64_t)n * 4u, 1, "scale_add_f32 y");
+    break;
+  default:
+    break;
+  }
+#undef VISIT
+  return r;
+}
+
 FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
@@ -264,6 +308,12 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
   if (!r && kernel >= KERNEL_PTX_RECORD) {
     unsigned int dims[7] = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes};
     r = record_ptx_launch(fn, func, dims, (uintptr_t)hStream, kernelParams);
+  }
+  if (!r) {
+    uint64_t from, until;
+    stream_span(s, g_copy_delay_ns + spin_ns, &from, &until);
+    r = kernel_races(fn, 0, kernel, table, n, src, dst, bytes, c->device, from, until);
+    if (!r) kernel_races(fn, 1, kernel, table, n, src, dst, bytes, c->device, from, until);
   }
   if (!r) {
     s->busy_until = max_u64(s->busy_until, now_ns()) + g_copy_delay_ns + spin_ns;

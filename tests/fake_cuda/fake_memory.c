@@ -55,6 +55,7 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
     size_t size = a->size;
     g_pinned_used -= size;
     alloc_remove(&g_host_allocs, a);
+    race_forget(addr, size);
     poison_free(addr, size);
   }
   unlock();

@@ -144,17 +144,47 @@ FAKE_API CUresult cuEventQuery(CUevent hEvent) {
   return ready_at > now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
+/* A test knob: how long a cuEventSynchronize stays in the driver after its
+ * event completed, and how many threads are inside one now. */
+static uint64_t g_sync_linger_ns;
+static int g_syncs_in_progress;
+
 FAKE_API CUresult cuEventSynchronize(CUevent hEvent) {
   CUresult r = need_init(__func__);
   if (r) return r;
   struct fake_event *e;
-  uint64_t ready_at = 0;
+  uint64_t ready_at = 0, linger = 0;
   lock();
   if (!(r = get_event(__func__, hEvent, NULL, &e, NULL)) && e->recorded) ready_at = e->ready_at;
+  if (!r) {
+    linger = g_sync_linger_ns;
+    g_syncs_in_progress++;
+  }
   unlock();
   if (r) return r;
   sleep_until(ready_at);
+  if (linger) sleep_until(now_ns() + linger);
+  lock();
+  g_syncs_in_progress--;
+  unlock();
   return CUDA_SUCCESS;
+}
+
+/* Test-only: each cuEventSynchronize called from now on returns `us` µs
+ * after its event completed (0: at once), so that a caller can act while
+ * another thread is provably inside the driver's wait. */
+FAKE_API void fake_cuda_set_sync_linger_us(unsigned long long us) {
+  lock();
+  g_sync_linger_ns = (uint64_t)us * 1000u;
+  unlock();
+}
+
+/* Test-only: threads inside cuEventSynchronize now. */
+FAKE_API int fake_cuda_synchronizes_in_progress(void) {
+  lock();
+  int n = g_syncs_in_progress;
+  unlock();
+  return n;
 }
 
 /* ================================================================= copies
@@ -173,6 +203,7 @@ FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHos
   if (!(r = need_ctx(__func__, &c)) && !(r = get_stream(__func__, hStream, c, 1, &s)) && ByteCount &&
       !(r = check_device_range(__func__, "destination", dstDevice, ByteCount, c->device)))
     r = check_host_range(__func__, "source", srcHost, ByteCount, &pinned);
+  if (!r && ByteCount && pinned) r = race_copy(__func__, "source", s, srcHost, ByteCount, 0);
   if (!r) wait = stream_enqueue_copy(s, !pinned);
   unlock();
   if (r) return r;
@@ -193,6 +224,7 @@ FAKE_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, siz
   if (!(r = need_ctx(__func__, &c)) && !(r = get_stream(__func__, hStream, c, 1, &s)) && ByteCount &&
       !(r = check_device_range(__func__, "source", srcDevice, ByteCount, c->device)))
     r = check_host_range(__func__, "destination", dstHost, ByteCount, &pinned);
+  if (!r && ByteCount && pinned) r = race_copy(__func__, "destination", s, dstHost, ByteCount, 1);
   if (!r) wait = stream_enqueue_copy(s, !pinned);
   unlock();
   if (r) return r;
