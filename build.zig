@@ -126,6 +126,7 @@ const device_tests = [_][]const u8{
     "test_owners",
     "test_owner_threads",
     "test_pinned_order",
+    "test_owner_guards",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
