@@ -127,6 +127,7 @@ const device_tests = [_][]const u8{
     "test_owner_threads",
     "test_pinned_order",
     "test_owner_guards",
+    "test_plan_guards",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
