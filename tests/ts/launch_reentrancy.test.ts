@@ -186,6 +186,39 @@ reentrancyTest("D3: a later argument's getter that disposes two earlier tensors:
   assertSame(poolStats().blocksLive, before, "then lets it go");
 });
 
+reentrancyTest("D3: the caller's code run while the arguments are marshalled (a replaced BigInt) disposes a tensor already read: the launch's share keeps its block for the launch", () => {
+  settleLaunches(true);
+  const before = poolStats().blocksLive;
+  using stream = Stream.create("cuda:0");
+  using module = Module.load(KERNELS_PTX, "cuda:0");
+  const addOne = module.function("add_one_f32", ["ptr", "u32"]);
+  const t = DeviceTensor.zeros([4], "float32", "cuda:0");
+  const address = t.address;
+  // Marshalling writes a tensor's address with the global BigInt, after it
+  // has taken its share and before C retains the block: the one moment the
+  // caller's code could free it under the launch.
+  const global = globalThis as unknown as { BigInt: (value: unknown) => bigint };
+  const realBigInt = global.BigInt;
+  let disposedInside = 0;
+  global.BigInt = (value) => {
+    if (value === address && disposedInside++ === 0) t.dispose();
+    return realBigInt(value);
+  };
+  try {
+    addOne.launch({ stream, grid: 1, block: 4 }, [t, 4]);
+  } finally {
+    global.BigInt = realBigInt;
+  }
+  assertSame(disposedInside, 1, "the replaced BigInt ran inside the launch, once");
+  assert(t.disposed);
+  assertSame(poolStats().blocksLive, before + 1, "the launch holds the block of the tensor disposed under it");
+  const launched = fakeDriver()!.lastLaunch()!;
+  assertSame(new DataView(launched.params.buffer).getBigUint64(0, true), realBigInt(address), "the kernel ran on that block");
+  stream.synchronize();
+  assertSame(settleLaunches(true), 0);
+  assertSame(poolStats().blocksLive, before, "then lets it go");
+});
+
 reentrancyTest("D8: a forged or proxied DeviceTensor as an argument is an MtcError naming it", () => {
   using s = setup();
   const invalid = (value: unknown, text: string, at = 0) => {
