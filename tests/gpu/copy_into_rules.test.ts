@@ -7,6 +7,7 @@
 // tests/gpu (see gpu.test.ts).
 import { copyInto, type DeviceTensor, disposeAll, MtcError, releaseHostOutput, startCopy, Stream, withStream } from "../../ts/mod.ts";
 import { assert, assertEquals, assertThrows } from "../ts/harness.ts";
+import { fakeDriver, withCopyDelay } from "../ts/fake_driver.ts";
 import { DEVICE, gpuTest } from "./gpu_env.ts";
 
 const ROUNDS = 200;
@@ -42,22 +43,39 @@ gpuTest("copyInto aliasing in one packed block: a swap is refused every time; di
 });
 
 gpuTest("copyInto into one device destination lands in submission order (background, then the calling thread or a stream)", async () => {
+  // Each round: a pageable copy keeps the background thread busy, a copy
+  // into `target` waits in its queue, and a later one into `target` is
+  // submitted on this thread (useBackgroundThread off, or a stream of ours
+  // on the target), which must not overtake it. On the emulated driver the
+  // busy copy takes a modelled 300 ms (a pageable copy blocks its thread
+  // for it), far longer than the next two submissions: one round of each
+  // kind fails every time where the order is not kept.
+  const fake = fakeDriver();
+  const rounds = fake === null ? ROUNDS : 2;
   const target = await startCopy({ v: new Int32Array(256) }, DEVICE) as unknown as { v: DeviceTensor };
+  const busyTarget = await startCopy({ v: new Int32Array(1 << 20) }, DEVICE) as unknown as { v: DeviceTensor };
   using stream = Stream.create(DEVICE);
   let wrong = 0;
-  for (let round = 0; round < ROUNDS; round++) {
-    const big = leaf(1 << 20, round); // staged for a while by the background thread
+  for (let round = 0; round < rounds; round++) {
+    const big = leaf(1 << 20, round);
+    const earlier = leaf(256, round);
     const later = leaf(256, round + 1);
-    const h1 = copyInto({ v: big.subarray(0, 256) }, target, { useBackgroundThread: true });
-    const h2 = round % 2 === 0
-      ? copyInto({ v: later }, target, { useBackgroundThread: false })
-      : withStream(stream, () => copyInto({ v: later }, target));
+    const submit = () => {
+      const h0 = copyInto({ v: big }, busyTarget, { useBackgroundThread: true, usePinnedStaging: false });
+      const h1 = copyInto({ v: earlier }, target, { useBackgroundThread: true });
+      const h2 = round % 2 === 0
+        ? copyInto({ v: later }, target, { useBackgroundThread: false })
+        : withStream(stream, () => copyInto({ v: later }, target));
+      return [h0, h1, h2] as const;
+    };
+    const [h0, h1, h2] = fake === null ? submit() : await withCopyDelay(300_000, submit);
     await h2;
     await h1;
+    await h0;
     if ((target.v.toHost() as Int32Array)[0] !== later[0]) wrong++;
   }
   assertEquals(wrong, 0, "rounds that ended with the earlier copy's bytes");
-  disposeAll(target);
+  disposeAll([target, busyTarget]);
 });
 
 gpuTest("copyInto GPU -> host: written by the handle's own wait, later copies win whatever the await order, a detached destination is refused", async () => {
