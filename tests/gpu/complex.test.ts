@@ -13,7 +13,7 @@ import {
   type TypedArray,
 } from "../../ts/mod.ts";
 import { assert, assertEquals, assertSame, note } from "../ts/harness.ts";
-import { DEVICE, gpuTest, twoGpus } from "./gpu_env.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
 import { bytesOf, elementSize, randomLeaf } from "../ts/random_tensors.ts";
 
 const COMPLEX = ["complex64", "complex128"] as const;
@@ -81,21 +81,24 @@ gpuTest("complex: 400 small leaves back to the host in one gather, exact", async
   disposeAll([onGpu, back]);
 });
 
-gpuTest("complex: device → device, reused on the same device, cuda:0 → cuda:1 where there are two", async () => {
+gpuTest("complex: device → device, reused on the same device", async () => {
   const inputs = complexBatch(9000);
   const on0 = (await startCopy(inputs, "cuda:0")) as DeviceTensor[];
   const again = (await startCopy(on0, "cuda:0")) as DeviceTensor[];
   again.forEach((t, i) => assertSame(t, on0[i], `leaf ${i}: reused on its own device`));
-  if (twoGpus("complex cuda:0 → cuda:1")) {
-    const on1 = (await startCopy(on0, "cuda:1")) as DeviceTensor[];
-    checkOnDevice(on1, inputs, "cuda:1", "cuda:1");
-    on1.forEach((t, i) => same(t.toHost(), inputs[i]!, `cuda:1 leaf ${i}`));
-    const back0 = (await startCopy(on1, "cuda:0")) as DeviceTensor[];
-    back0.forEach((t, i) => same(t.toHost(), inputs[i]!, `cuda:1 → cuda:0 leaf ${i}`));
-    disposeAll([on1, back0]);
-  }
   disposeAll(on0);
 });
+
+gpuTest("complex: cuda:0 → cuda:1 and back", async () => {
+  const inputs = complexBatch(9000);
+  const on0 = (await startCopy(inputs, "cuda:0")) as DeviceTensor[];
+  const on1 = (await startCopy(on0, "cuda:1")) as DeviceTensor[];
+  checkOnDevice(on1, inputs, "cuda:1", "cuda:1");
+  on1.forEach((t, i) => same(t.toHost(), inputs[i]!, `cuda:1 leaf ${i}`));
+  const back0 = (await startCopy(on1, "cuda:0")) as DeviceTensor[];
+  back0.forEach((t, i) => same(t.toHost(), inputs[i]!, `cuda:1 → cuda:0 leaf ${i}`));
+  disposeAll([on0, on1, back0]);
+}, { gpus: 2 });
 
 gpuTest("complex: DLPack export is kDLComplex 64/128 and imports back as the same tensor, exact", async () => {
   const inputs = complexBatch(9500).filter((t) => t.byteLength <= 1 << 20);

@@ -8,7 +8,7 @@ import { debugCopy, debugFill } from "../../ts/testing.ts";
 import { assert, assertEquals, assertSame, note } from "../ts/harness.ts";
 import { copyAcross, DESTINATION_KINDS, destinations, leafCount, OWN_LEAVES, peerBatch } from "../ts/peer_batch.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
-import { DEVICE, gpuTest, twoGpus, withKernels } from "./gpu_env.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
 
 type HostLeaf = TypedArray | Tensor;
 
@@ -76,7 +76,6 @@ gpuTest("copyInto: packed host leaves take one scatter launch (a small chunk, re
 });
 
 gpuTest("copyInto on a stream: writes after the kernel still using the buffers, and the stream sees the copy", async () => {
-  if (!withKernels("copyInto stream order")) return;
   const stream = Stream.create(DEVICE);
   const source = { x: randomLeaf("uint8", [1 << 16], 700) as Uint8Array, y: randomLeaf("uint8", [100], 701) as Uint8Array };
   const buffers = await startCopy({ x: new Uint8Array(1 << 16), y: new Uint8Array(100) }, DEVICE);
@@ -93,25 +92,27 @@ gpuTest("copyInto on a stream: writes after the kernel still using the buffers, 
   assertEquals(bytesOf(seen.x.toHost() as Uint8Array), source.x, "the stream waited for the copy");
   stream.dispose();
   disposeAll([buffers, seen]);
-});
+}, { kernels: true });
 
-gpuTest("copyInto between two GPUs, and host -> host", async () => {
+gpuTest("copyInto host -> host", async () => {
   const source = randomBatch(800);
   const out = zerosLike(source);
   await copyInto(source, out);
   out.forEach((leaf, i) => assertEquals(bytesOf(leaf), bytesOf(source[i]!), `host leaf ${i}`));
-  if (!twoGpus("copyInto between two GPUs")) return;
+});
+
+gpuTest("copyInto between two GPUs", async () => {
+  const source = randomBatch(800);
   const onGpu1 = await startCopy(source, "cuda:1");
   const buffers = await startCopy(zerosLike(source), DEVICE);
   await copyInto(onGpu1, buffers);
   assertHolds(buffers, source);
   assert(buffers.every((t) => t.device === DEVICE));
   disposeAll([onGpu1, buffers]);
-});
+}, { gpus: 2 });
 
 for (const [from, to] of [["cuda:1", "cuda:0"], ["cuda:0", "cuda:1"]] as const) {
   gpuTest(`copyInto ${from} → ${to}, every dtype, packed and own leaves, into every kind of destination: byte-exact, one gather launch into libmtc's blocks where the pair has peer access`, async () => {
-    if (!twoGpus(`copyInto ${from} → ${to}`)) return;
     const batch = peerBatch(900);
     const leaves = leafCount(batch);
     const gathered = hasKernels() ? 1 + OWN_LEAVES : leaves;
@@ -131,5 +132,5 @@ for (const [from, to] of [["cuda:1", "cuda:0"], ["cuda:0", "cuda:1"]] as const) 
     }
     probe.dispose();
     disposeAll([onSource, probeOut]);
-  });
+  }, { gpus: 2 });
 }

@@ -18,7 +18,7 @@ import {
 } from "../../ts/mod.ts";
 import { EXAMPLE_BATCH_TENSORS, forEachLeaf, makeExampleBatch, seededRandom } from "../../examples/example_batch.ts";
 import { assert, assertEquals, assertSame, note } from "../ts/harness.ts";
-import { DEVICE, gpuTest, twoGpus } from "./gpu_env.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
 import { bytesOf, DTYPES, elementSize, randomLeaf } from "../ts/random_tensors.ts";
 
 gpuTest("every dtype round-trips exactly (random data)", async () => {
@@ -120,8 +120,7 @@ gpuTest("the example batch copies and every leaf matches", async () => {
   disposeAll([onGpu, back]);
 });
 
-gpuTest("device to device: cuda:0 → cuda:1 (where there are two devices)", async () => {
-  if (!twoGpus("cuda:0 → cuda:1")) return;
+gpuTest("device to device: cuda:0 → cuda:1", async () => {
   const inputs = DTYPES.map((dtype, i) => randomLeaf(dtype, [257], 700 + i));
   const on0 = await startCopy(inputs, "cuda:0");
   const on1 = await startCopy(on0, "cuda:1");
@@ -132,7 +131,7 @@ gpuTest("device to device: cuda:0 → cuda:1 (where there are two devices)", asy
   assertSame((await startCopy(on1, "cuda:1"))[0], on1[0], "reused on its own device");
   disposeAll(on0);
   disposeAll(on1);
-});
+}, { gpus: 2 });
 
 // ------------------------------------------------------ every direction
 

@@ -40,21 +40,29 @@ export const DEVICE = "cuda:0";
 /** Bun's limit for one GPU test: 120 s, or MTC_GPU_TEST_TIMEOUT_MS (the sanitizer mode raises it). */
 const TIMEOUT_MS = Number(env("MTC_GPU_TEST_TIMEOUT_MS")) || 120_000;
 
-/** A GPU test: skipped (with the suite's message) where no device exists. */
-export function gpuTest(name: string, fn: () => void | Promise<void>): void {
-  test(`gpu: ${name}`, fn, { skip: reason, timeout: TIMEOUT_MS });
+/** What a GPU test needs beyond one CUDA device. */
+export interface GpuNeeds {
+  /** Devices (default 1). */
+  gpus?: number;
+  /** libmtc's own kernels (mtc_has_kernels()). */
+  kernels?: boolean;
 }
 
-/** True when two GPUs are there; else prints why `what` is not run. */
-export function twoGpus(what: string): boolean {
-  if (cudaDeviceCount() >= 2) return true;
-  note(`gpu: ${what}: not run (needs two GPUs; this host has ${cudaDeviceCount()})`);
-  return false;
+/** Why a test that needs `needs` cannot run here, or undefined when it can. */
+function unmet(needs: GpuNeeds): string | undefined {
+  if (reason !== undefined) return reason;
+  const gpus = needs.gpus ?? 1;
+  if (cudaDeviceCount() < gpus) return `needs ${gpus} GPUs; this host has ${cudaDeviceCount()}`;
+  if (needs.kernels && !hasKernels()) return "needs libmtc's kernels: mtc_has_kernels() is 0";
+  return undefined;
 }
 
-/** True when libmtc has its kernels; else prints why `what` is not run. */
-export function withKernels(what: string): boolean {
-  if (hasKernels()) return true;
-  note(`gpu: ${what}: not run (libmtc was built without kernels: mtc_has_kernels() is 0)`);
-  return false;
+/**
+ * A GPU test: skipped, and reported as skipped with the reason printed,
+ * where no device exists or what it `needs` is not there.
+ */
+export function gpuTest(name: string, fn: () => void | Promise<void>, needs: GpuNeeds = {}): void {
+  const why = unmet(needs);
+  if (why !== undefined && why !== reason) note(`gpu: ${name}: skipped (${why})`);
+  test(`gpu: ${name}`, fn, { skip: why, timeout: TIMEOUT_MS });
 }

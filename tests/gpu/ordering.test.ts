@@ -19,7 +19,7 @@ import { debugCopy, debugFill } from "../../ts/testing.ts";
 import { makeExampleBatch } from "../../examples/example_batch.ts";
 import { assert, assertEquals, assertSame } from "../ts/harness.ts";
 import { bytesOf, randomLeaf } from "../ts/random_tensors.ts";
-import { DEVICE, gpuTest, twoGpus, withKernels } from "./gpu_env.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
 
 const SPIN_US = 200_000;
 
@@ -33,7 +33,6 @@ function allBytes(leaf: Parameters<typeof bytesOf>[0], value: number): boolean {
 }
 
 gpuTest("a source written by a long kernel on its stream just before startCopy is copied as written (to the host)", () => {
-  if (!withKernels("source capture")) return;
   using s = Stream.create(DEVICE);
   const src = deviceBuffer(8 << 20, 1);
   debugFill(s, src, 0x5a, { spinMicroseconds: SPIN_US });
@@ -41,20 +40,18 @@ gpuTest("a source written by a long kernel on its stream just before startCopy i
   assert(allBytes(back as Uint8Array, 0x5a), "the copy read the source after the kernel");
   releaseHostOutput(back);
   src.dispose();
-});
+}, { kernels: true });
 
 gpuTest("the same with many small sources (the gather path), to the host", () => {
-  if (!withKernels("source capture, many leaves")) return;
   using s = Stream.create(DEVICE);
   const srcs = Array.from({ length: 64 }, () => deviceBuffer(1000, 1));
   for (const [i, t] of srcs.entries()) debugFill(s, t, i + 2, { spinMicroseconds: i === 0 ? SPIN_US : 0 });
   const back = withStream(s, () => startCopy(srcs, "cpu").get());
   back.forEach((leaf, i) => assert(allBytes(leaf as Uint8Array, i + 2), `leaf ${i}`));
   disposeAll([srcs, back]);
-});
+}, { kernels: true });
 
 gpuTest("two GPUs: a kernel on the SOURCE device's stream writes the source just before a copy to the other GPU", () => {
-  if (!twoGpus("cross-device source capture") || !withKernels("cross-device source capture")) return;
   using s0 = Stream.create("cuda:0");
   const src = deviceBuffer(16 << 20, 1, "cuda:0");
   debugFill(s0, src, 0x6b, { spinMicroseconds: SPIN_US });
@@ -62,10 +59,9 @@ gpuTest("two GPUs: a kernel on the SOURCE device's stream writes the source just
   assertSame(on1.device, "cuda:1");
   assert(allBytes(on1.toHost() as Uint8Array, 0x6b), "the copy to cuda:1 saw the kernel's bytes");
   disposeAll([src, on1]);
-});
+}, { gpus: 2, kernels: true });
 
 gpuTest("a long kernel on the target stream: get() returns before it ends; a kernel queued after reads the copy", () => {
-  if (!withKernels("long kernel on the target stream")) return;
   using t = Stream.create(DEVICE);
   const scratch = deviceBuffer(256, 0);
   const input = randomLeaf("uint8", [1 << 20], 3) as Uint8Array;
@@ -84,10 +80,9 @@ gpuTest("a long kernel on the target stream: get() returns before it ends; a ker
   assertEquals(dst.toHost(), input);
   h.dispose();
   disposeAll([scratch, dst, out]);
-});
+}, { kernels: true });
 
 gpuTest("two GPUs: the target's stream waits for a copy that waits for the source's stream", () => {
-  if (!twoGpus("chained ordering") || !withKernels("chained ordering")) return;
   using s1 = Stream.create("cuda:1");
   using t0 = Stream.create("cuda:0");
   const src = deviceBuffer(4 << 20, 1, "cuda:1");
@@ -105,7 +100,7 @@ gpuTest("two GPUs: the target's stream waits for a copy that waits for the sourc
   assert(allBytes(dst.toHost() as Uint8Array, 0x42));
   h.dispose();
   disposeAll([src, dst, out]);
-});
+}, { gpus: 2, kernels: true });
 
 gpuTest("a wrapped stream (as from another library) works like a created one", () => {
   using mine = Stream.create(DEVICE);
@@ -118,24 +113,30 @@ gpuTest("a wrapped stream (as from another library) works like a created one", (
   out.dispose();
 });
 
-gpuTest("ToDevice: host → GPU → (other GPU) → host, exact, with compute streams", async () => {
+gpuTest("ToDevice: host → GPU → host, exact, with a compute stream", () => {
   const batch = makeExampleBatch(31);
   using c0 = Stream.create("cuda:0");
   const toGpu = new ToDevice("cpu", { device: "cuda:0", computeStream: c0 });
   const on0 = toGpu.forward(batch);
-  let last = on0;
-  if (twoGpus("ToDevice cuda:0 → cuda:1")) {
-    using c1 = Stream.create("cuda:1");
-    const across = new ToDevice({ device: "cuda:0", computeStream: c0 }, { device: "cuda:1", computeStream: c1 });
-    last = await across.forwardAsync(on0);
-    c1.synchronize();
-    assertSame(last[0]!.gt_data.class_ids.device, "cuda:1");
-  }
-  const back = new ToDevice(last === on0 ? "cuda:0" : "cuda:1", "cpu").forward(last);
+  const back = new ToDevice("cuda:0", "cpu").forward(on0);
   assertEquals(back, batch);
   assertSame(toGpu.normal().forward(batch), batch);
-  disposeAll([on0, last, back]);
+  disposeAll([on0, back]);
 });
+
+gpuTest("ToDevice: host → GPU → other GPU → host, exact, with compute streams", async () => {
+  const batch = makeExampleBatch(31);
+  using c0 = Stream.create("cuda:0");
+  using c1 = Stream.create("cuda:1");
+  const on0 = new ToDevice("cpu", { device: "cuda:0", computeStream: c0 }).forward(batch);
+  const across = new ToDevice({ device: "cuda:0", computeStream: c0 }, { device: "cuda:1", computeStream: c1 });
+  const on1 = await across.forwardAsync(on0);
+  c1.synchronize();
+  assertSame(on1[0]!.gt_data.class_ids.device, "cuda:1");
+  const back = new ToDevice("cuda:1", "cpu").forward(on1);
+  assertEquals(back, batch);
+  disposeAll([on0, on1, back]);
+}, { gpus: 2 });
 
 gpuTest("prefetch: order, bounded in flight, nothing left after an early break", async () => {
   const before = poolStats();

@@ -1,9 +1,10 @@
 // Pinned tensors and arenas against the real driver, where the DMA reads
 // pinned memory after startCopy returns: a guard that let the next batch's
 // bytes in too early shows here as wrong bytes on the device.
-import { Arena, copyInto, disposeAll, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
-import { assert, assertSame } from "../ts/harness.ts";
-import { DEVICE, gpuTest, twoGpus } from "./gpu_env.ts";
+import { Arena, copyInto, disposeAll, MtcError, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
+import { assert, assertRejects, assertSame } from "../ts/harness.ts";
+import { fakeDriver, withCopyDelay } from "../ts/fake_driver.ts";
+import { DEVICE, gpuTest } from "./gpu_env.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -128,13 +129,9 @@ gpuTest("a pinned destination disposed while the GPU writes it: the block is not
     dest.dispose();
     const next = pinnedArray("uint8", 64 << 20); // must not be the block the DMA still writes
     next.fill(9);
-    let failed = false;
-    try {
-      await handle;
-    } catch {
-      failed = true; // the destination was released in flight: an MtcError, nothing written to it
-    }
-    assert(failed, "the copy into a released destination reports it");
+    // The destination was released in flight: an MtcError saying so, nothing written to it.
+    const e = await assertRejects(() => handle, MtcError, "while the copy was in flight; no destination of this copy was written");
+    assertSame(e.code, "MTC_ERR_INVALID_STATE", e.message);
     assertSame(firstNot(next, 9), -1, `round ${round}: the GPU's bytes never reached the next owner`);
     handle.dispose();
     disposeAll(next);
@@ -142,17 +139,30 @@ gpuTest("a pinned destination disposed while the GPU writes it: the block is not
 });
 
 gpuTest("two GPUs: copies into one pinned destination from two devices land in submission order", async () => {
-  if (!twoGpus("pinned destinations written from two devices")) return;
-  const big = 128 << 20;
+  // On a GPU a DMA that does not wait for the earlier one leaves its bytes
+  // or the earlier ones, as the timing goes. The emulated driver copies at
+  // once, so there the first copy takes a modelled 300 ms and the driver's
+  // race check fails a DMA into the destination that no event orders after
+  // it: the second copy's, every time, without the wait.
+  const fake = fakeDriver();
+  const big = fake === null ? 128 << 20 : 1 << 20;
   const fromOne = await startCopy(new Uint8Array(big).fill(1), "cuda:1");
   const fromZero = await startCopy(new Uint8Array(big).fill(2), "cuda:0");
   using dest = pinnedTensor("uint8", [big]);
-  for (let round = 0; round < 3; round++) {
-    const first = copyInto(fromOne, dest.data); // from cuda:1, written in place
-    const second = copyInto(fromZero, dest.data); // from cuda:0, after the first on the GPU
-    await first;
-    await second;
-    assertSame(firstNot(dest.data as Uint8Array, 2), -1, `round ${round}: the later copy's bytes, everywhere`);
+  const races = fake?.raceCount() ?? 0;
+  fake?.checkRaces(true);
+  try {
+    for (let round = 0; round < 3; round++) {
+      const copyFirst = () => [copyInto(fromOne, dest.data, { useBackgroundThread: fake === null })] as const;
+      const [first] = fake === null ? copyFirst() : await withCopyDelay(300_000, copyFirst); // from cuda:1, in place
+      const second = copyInto(fromZero, dest.data); // from cuda:0, after the first on the GPU
+      await first;
+      await second;
+      assertSame(firstNot(dest.data as Uint8Array, 2), -1, `round ${round}: the later copy's bytes, everywhere`);
+    }
+  } finally {
+    fake?.checkRaces(false);
   }
+  if (fake !== null) assertSame(fake.raceCount(), races, "no DMA raced another");
   disposeAll([fromOne, fromZero]);
-});
+}, { gpus: 2 });

@@ -26,6 +26,10 @@ export interface FakeDriver {
   liveDeviceAllocations(): number;
   /** The last launch of a PTX module's kernel (fake_cuda_last_launch), or null before any. */
   lastLaunch(): FakeLaunch | null;
+  /** Turns the race check on pinned memory on or off (fake_cuda_check_races). */
+  checkRaces(on: boolean): void;
+  /** Races the check has reported in this process (fake_cuda_race_count). */
+  raceCount(): number;
 }
 
 /** What the emulated driver recorded of a launch. */
@@ -57,6 +61,8 @@ export function fakeDriver(): FakeDriver | null {
         result: "i32", /* int */
       },
       fake_cuda_last_launch_stream: { args: [], result: "u64" /* unsigned long long */ },
+      fake_cuda_check_races: { args: ["i32" /* int on */], result: "void" },
+      fake_cuda_race_count: { args: [], result: "u64" /* unsigned long long */ },
     });
     const call = symbols as unknown as Record<string, (...args: unknown[]) => number>;
     hooks = {
@@ -77,6 +83,8 @@ export function fakeDriver(): FakeDriver | null {
           stream: call.fake_cuda_last_launch_stream!(),
         };
       },
+      checkRaces: (on) => void call.fake_cuda_check_races!(on ? 1 : 0),
+      raceCount: () => Number(call.fake_cuda_race_count!()),
     };
   } catch {
     hooks = null; // a real driver: no hooks
