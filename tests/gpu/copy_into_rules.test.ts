@@ -7,8 +7,7 @@
 // tests/gpu (see gpu.test.ts).
 import { copyInto, type DeviceTensor, disposeAll, MtcError, releaseHostOutput, startCopy, Stream, withStream } from "../../ts/mod.ts";
 import { assert, assertEquals, assertThrows } from "../ts/harness.ts";
-import { fakeDriver, withCopyDelay } from "../ts/fake_driver.ts";
-import { DEVICE, gpuTest } from "./gpu_env.ts";
+import { DEVICE, fake, gpuTest, withCopyDelay } from "./gpu_env.ts";
 
 const ROUNDS = 200;
 const LEAVES = 64;
@@ -50,7 +49,6 @@ gpuTest("copyInto into one device destination lands in submission order (backgro
   // busy copy takes a modelled 300 ms (a pageable copy blocks its thread
   // for it), far longer than the next two submissions: one round of each
   // kind fails every time where the order is not kept.
-  const fake = fakeDriver();
   const rounds = fake === null ? ROUNDS : 2;
   const target = await startCopy({ v: new Int32Array(256) }, DEVICE) as unknown as { v: DeviceTensor };
   const busyTarget = await startCopy({ v: new Int32Array(1 << 20) }, DEVICE) as unknown as { v: DeviceTensor };
@@ -68,7 +66,7 @@ gpuTest("copyInto into one device destination lands in submission order (backgro
         : withStream(stream, () => copyInto({ v: later }, target));
       return [h0, h1, h2] as const;
     };
-    const [h0, h1, h2] = fake === null ? submit() : await withCopyDelay(300_000, submit);
+    const [h0, h1, h2] = await withCopyDelay(300_000, submit);
     await h2;
     await h1;
     await h0;

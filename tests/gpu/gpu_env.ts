@@ -12,6 +12,7 @@
 import { cudaDeviceCount, hasKernels, libraryVersion } from "../../ts/mod.ts";
 import { env, note, test } from "../ts/harness.ts";
 import { gpuSkipReason } from "./device_check.ts";
+import type { FakeDriver } from "../ts/fake_driver.ts";
 
 function skipReason(): string | undefined {
   const why = gpuSkipReason();
@@ -34,6 +35,20 @@ if (reason !== undefined) {
   }
 }
 
+/**
+ * The emulated driver's test hooks where the suite runs on it (tests that
+ * use them make a race certain there), else null: a real driver. Loaded
+ * only when MTC_CUDA_DRIVER names a driver, so a CUDA host prints nothing
+ * about emulated-driver tests.
+ */
+const hooks = env("MTC_CUDA_DRIVER") ? await import("../ts/fake_driver.ts") : null;
+export const fake: FakeDriver | null = hooks?.fakeDriver() ?? null;
+
+/** Runs `fn` with every copy of the emulated driver taking `us` µs; `fn` alone on a real driver. */
+export function withCopyDelay<T>(us: number, fn: () => T): Promise<T> | T {
+  return hooks !== null && fake !== null ? hooks.withCopyDelay(us, fn) : fn();
+}
+
 /** The device most tests use. */
 export const DEVICE = "cuda:0";
 
@@ -46,6 +61,11 @@ export interface GpuNeeds {
   gpus?: number;
   /** libmtc's own kernels (mtc_has_kernels()). */
   kernels?: boolean;
+  /**
+   * A real driver: on the emulated one the test is skipped, and this says
+   * what covers it there.
+   */
+  realDriver?: string;
 }
 
 /** Why a test that needs `needs` cannot run here, or undefined when it can. */
@@ -54,6 +74,7 @@ function unmet(needs: GpuNeeds): string | undefined {
   const gpus = needs.gpus ?? 1;
   if (cudaDeviceCount() < gpus) return `needs ${gpus} GPUs; this host has ${cudaDeviceCount()}`;
   if (needs.kernels && !hasKernels()) return "needs libmtc's kernels: mtc_has_kernels() is 0";
+  if (needs.realDriver !== undefined && fake !== null) return `needs a real driver; ${needs.realDriver}`;
   return undefined;
 }
 

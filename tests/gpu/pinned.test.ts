@@ -3,8 +3,7 @@
 // bytes in too early shows here as wrong bytes on the device.
 import { Arena, copyInto, disposeAll, MtcError, pinnedArray, pinnedTensor, poolStats, startArenaCopy, startCopy, Tensor } from "../../ts/mod.ts";
 import { assert, assertRejects, assertSame } from "../ts/harness.ts";
-import { fakeDriver, withCopyDelay } from "../ts/fake_driver.ts";
-import { DEVICE, gpuTest } from "./gpu_env.ts";
+import { DEVICE, fake, gpuTest, withCopyDelay } from "./gpu_env.ts";
 import { bytesOf, DTYPES, randomLeaf } from "../ts/random_tensors.ts";
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -144,7 +143,6 @@ gpuTest("two GPUs: copies into one pinned destination from two devices land in s
   // once, so there the first copy takes a modelled 300 ms and the driver's
   // race check fails a DMA into the destination that no event orders after
   // it: the second copy's, every time, without the wait.
-  const fake = fakeDriver();
   const big = fake === null ? 128 << 20 : 1 << 20;
   const fromOne = await startCopy(new Uint8Array(big).fill(1), "cuda:1");
   const fromZero = await startCopy(new Uint8Array(big).fill(2), "cuda:0");
@@ -154,7 +152,7 @@ gpuTest("two GPUs: copies into one pinned destination from two devices land in s
   try {
     for (let round = 0; round < 3; round++) {
       const copyFirst = () => [copyInto(fromOne, dest.data, { useBackgroundThread: fake === null })] as const;
-      const [first] = fake === null ? copyFirst() : await withCopyDelay(300_000, copyFirst); // from cuda:1, in place
+      const [first] = await withCopyDelay(300_000, copyFirst); // from cuda:1, in place
       const second = copyInto(fromZero, dest.data); // from cuda:0, after the first on the GPU
       await first;
       await second;

@@ -9,12 +9,13 @@
 // which slows its copies down so that staging lasts; here the real DMA is
 // fast, so the children stage 512 MiB.
 import { type AsyncCopyHandle, type DeviceTensor, disposeAll, poolStats, setPinnedPoolLimit, startCopy, type TypedArray } from "../../ts/mod.ts";
-import { assert, assertSame, env, note, runner } from "../ts/harness.ts";
+import { assert, assertSame, note, runner } from "../ts/harness.ts";
 import { checkBytes, patterned } from "../ts/fixtures/checks.ts";
 import { type ChildLoad, endWhileStaging, type EndMode, type ResizeMode, resizeWhileStaging } from "../ts/fixtures/in_flight.ts";
 import { DEVICE, gpuTest } from "./gpu_env.ts";
 
-const emulated = env("MTC_CUDA_DRIVER") !== undefined;
+/** Where the emulated driver runs the same children. */
+const COVERED = "tests/ts/exit.test.ts runs these children on the emulated driver, its copies slowed down";
 /** 64 leaves of 8 MiB: staging them takes tens of milliseconds on a real GPU, so the child acts while it runs. */
 const END_LOAD: ChildLoad = { leaves: 64, mib: 8, waitMs: 20, vars: {} };
 const RESIZE_LOAD: ChildLoad = { leaves: 32, mib: 8, waitMs: 2, vars: {} };
@@ -22,20 +23,18 @@ const END_RUNS: Record<EndMode, number> = { "throw": 10, "reject": 10, "top-leve
 const RESIZE_RUNS: Record<ResizeMode, number> = { "shrink": 5, "transfer": 5, "grow-shared": 2, "transfer-kept": 2 };
 
 gpuTest("scripts that end while 512 MiB of copies stage print their error and exit 1 (never a signal)", async () => {
-  if (emulated) return note("gpu: exit children: run by tests/ts/exit.test.ts on the emulated driver");
   for (const mode of Object.keys(END_RUNS) as EndMode[]) {
     const inFlight = await endWhileStaging(mode, END_RUNS[mode], END_LOAD);
     note(`gpu (${runner}): "${mode}" ${inFlight.length} runs: exit code 1 each, copies in flight when the child counted: ${inFlight.join(", ")}`);
   }
-});
+}, { realDriver: COVERED });
 
 gpuTest("buffers shrunk, transferred or grown while their copies stage: no crash, every copy exact", async () => {
-  if (emulated) return note("gpu: resize children: run by tests/ts/exit.test.ts on the emulated driver");
   for (const mode of Object.keys(RESIZE_RUNS) as ResizeMode[]) {
     await resizeWhileStaging(mode, RESIZE_RUNS[mode], RESIZE_LOAD);
     note(`gpu (${runner}): "${mode}" while staging, ${RESIZE_RUNS[mode]} runs of ${RESIZE_LOAD.leaves} copies: exact`);
   }
-});
+}, { realDriver: COVERED });
 
 gpuTest("10,000 copies started without awaiting through an 8 MiB pinned pool: byte-exact, staging never above 8 MiB", async () => {
   const LIMIT = 8 * 2 ** 20;
