@@ -105,6 +105,7 @@ for (const background of [true, false]) {
     const reading = copyInto({ dense }, out, { useBackgroundThread: background });
     const first = await expectBusy(arena, "arena to pageable");
     assertSame(await reading, out);
+    assert(!arena.busy, "idle once the handle's poll copied out");
     await first.reset;
     assertEquals(Array.from(out.dense), Array.from(values(100, 3)));
     // Into the arena: written by that poll too.
@@ -112,6 +113,7 @@ for (const background of [true, false]) {
     const writing = copyInto({ a: values(100, 4) }, { a: target }, { useBackgroundThread: background });
     const second = await expectBusy(arena, "pageable to arena");
     await writing;
+    assert(!arena.busy, "idle once the handle's poll copied in");
     assertEquals(Array.from(target), Array.from(values(100, 4)));
     await second.reset;
   });
