@@ -324,6 +324,41 @@ static void held_limit(void) {
   CHECK_OK(mtc_set_pinned_held_limit((uint64_t)1 << 33));
 }
 
+/* A copy into host destinations that reads a pinned block at its
+ * copy-out (host -> host): busy until the poll or wait that copies out,
+ * not only until submit, or until its release; mtc_block_wait_idle cannot
+ * wait for that poll and says so. */
+static void busy_until_copied_out(void) {
+  mtc_block *block = NULL;
+  CHECK_OK(mtc_host_block_alloc(0, 4096, &block));
+  if (block == NULL) return;
+  uint64_t base = block_address(block);
+  memset((void *)(uintptr_t)base, 0x3C, 4096);
+  uint8_t out[4096];
+  mtc_leaf source = make_leaf(base, 4096, 1, MTC_DEVICE_CPU);
+  source.flags = MTC_LEAF_PINNED;
+  mtc_leaf destination = make_leaf(host_address(out), 4096, 1, MTC_DEVICE_CPU);
+  for (int released = 0; released < 2; released++) {
+    memset(out, 0, sizeof out);
+    mtc_plan *plan = NULL;
+    CHECK_OK(mtc_plan_create(MTC_DEVICE_CPU, NULL, &plan));
+    CHECK_OK(mtc_plan_add_leaves_into(plan, &source, &destination, 1));
+    CHECK_OK(mtc_plan_submit(plan));
+    CHECK(mtc_block_busy(block) == 1);
+    CHECK_STATUS(mtc_block_wait_idle(block), MTC_IN_PROGRESS);
+    CHECK(mtc_block_busy(block) == 1);
+    if (!released) {
+      CHECK_OK(mtc_plan_wait(plan));
+      CHECK(memcmp(out, (const void *)(uintptr_t)base, sizeof out) == 0);
+      CHECK(mtc_block_busy(block) == 0); /* copied out: idle before the release */
+    }
+    mtc_plan_release(plan);
+    CHECK(mtc_block_busy(block) == 0);
+    CHECK_OK(mtc_block_wait_idle(block));
+  }
+  mtc_block_release(block);
+}
+
 int main(int argc, char **argv) {
   if (driver_argument(argc, argv, SUITE) == NULL) return 1;
   setenv("FAKE_CUDA_DEVICE_COUNT", "2", 0);
@@ -339,6 +374,7 @@ int main(int argc, char **argv) {
     ordered_across_devices(set_delay);
   }
   into_pinned();
+  busy_until_copied_out();
   held_limit();
   mtc_stats end = checked_stats();
   CHECK_EQ_U64(end.blocks_live, start.blocks_live);

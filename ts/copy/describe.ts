@@ -81,7 +81,11 @@ export function putLeaf(words: Uint32Array, i: number, address: number, bytes: n
   return words;
 }
 
-/** mtc_leaf.flags: the leaf may lie in pinned memory of the library's (it is then read or written in place). */
+/**
+ * mtc_leaf.flags: the leaf may lie in pinned memory of the library's: C
+ * then holds that block and marks it busy until the copy is over (and reads
+ * or writes it in place where it can).
+ */
 export const LEAF_PINNED = 2;
 
 /** Writes leaf i's mtc_leaf: contiguous. */
@@ -192,8 +196,9 @@ function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[],
   const i = t.count++;
   t.leaves.push(leaf);
   t.views.push(view);
-  t.holdPinned(viewBuffer(view));
-  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize);
+  // Pinned memory of ours: staged, not read in place, but busy until the copy is over all the same.
+  const flags = t.holdPinned(viewBuffer(view)) ? LEAF_PINNED : 0;
+  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize, flags);
   if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
   return placeResult(t, shape, dtype, bytes, parent, key, true);
 }

@@ -14,7 +14,7 @@ import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.t
 import { destinationsGone } from "./host_into.ts";
 import { pendingHostInto, planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";
-import { blockWithinLimit, readWaitOptions, type WaitOptions, withinLimit } from "./wait_limit.ts";
+import { blockWithinLimit, type Joined, pollUntil, readWaitOptions, spin, type WaitOptions, withinLimit } from "./wait_limit.ts";
 
 export type { WaitOptions } from "./wait_limit.ts";
 
@@ -26,41 +26,6 @@ function disposedError(call: string): MtcError {
     Status.MTC_ERR_INVALID_STATE,
     `${call}: this AsyncCopyHandle was disposed (dispose() released the copy); take the result with get() or await before disposing`,
   );
-}
-
-// `await` polls the plan on setImmediate (Bun and Deno 2 have it) for a
-// short spin window first: most copies finish within it, and the event loop
-// keeps running between polls. After the window, Deno waits with
-// mtc_plan_wait on one of its FFI threads (no busy CPU), and Bun, which has
-// no nonblocking FFI call, polls on setTimeout with a delay doubling up to a
-// few milliseconds (bounded lateness).
-// Measured on the H100 host for the example batch (1,000 alternating pairs
-// of get() and await): await came 0-4 µs from get() in both runtimes. Deno
-// going straight to the nonblocking wait cost +129 µs (its thread hops cost
-// more than the copy's tail). On the emulated driver (2-core VM, one 1 KiB
-// leaf, Bun): await 23-27 µs from startCopy to result, against 81 µs for
-// get(), whose mtc_plan_wait sleeps.
-const SPIN_MS = 2;
-const MAX_DELAY_MS = 4;
-
-const g = globalThis as unknown as { setImmediate?: (fn: () => void) => unknown };
-/** A macrotask soon: setImmediate, or a 0 ms timer where a runtime lacks it. */
-const soon: (fn: () => void) => void = typeof g.setImmediate === "function"
-  ? (fn) => void g.setImmediate!(fn)
-  : (fn) => void setTimeout(fn, 0);
-
-/**
- * Runs `step` on macrotasks until it returns true, or until SPIN_MS have
- * passed; then calls `slow` (once), unless `step` is done.
- */
-function spin(step: () => boolean, slow: () => void): void {
-  const start = performance.now();
-  const tick = () => {
-    if (step()) return;
-    if (performance.now() - start >= SPIN_MS) slow();
-    else soon(tick);
-  };
-  soon(tick);
 }
 
 /**
@@ -83,10 +48,11 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   #result: { value: T } | null = null;
   #error: MtcError | null = null;
   #disposed = false;
-  /** A Deno nonblocking mtc_plan_wait is running on another thread: the plan must not be released. */
-  #waitPending = false;
+  /** Deno nonblocking waits running on other threads: the plan must not be released until none is. */
+  #waitsPending = 0;
   #releaseDeferred = false;
-  #promise: Promise<T> | null = null;
+  /** The wait that `await` and wait() share while the copy is in flight; null when none runs. */
+  #waiting: Waiting<T> | null = null;
   /** Leaves the traversal found on the target already (never in the C plan). */
   #reused: number;
   /** mtc_plan_stats bytes, taken when the plan was released. */
@@ -158,11 +124,11 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * ```
    */
   get(options?: WaitOptions): T {
-    if (this.#disposed) throw disposedError("AsyncCopyHandle.get");
-    if (options !== undefined) {
-      const call = "AsyncCopyHandle.get";
-      blockWithinLimit(call, () => this.#result !== null || this.#error !== null || this.ready(), readWaitOptions(call, options));
-    }
+    const call = "AsyncCopyHandle.get";
+    // The options first: their getters are the caller's code, which may dispose this handle.
+    const limit = options === undefined ? undefined : readWaitOptions(call, options);
+    if (this.#disposed) throw disposedError(call);
+    if (limit !== undefined) blockWithinLimit(call, () => this.#result !== null || this.#error !== null || this.ready(), limit);
     if (this.#result !== null) return this.#result.value;
     if (this.#error !== null) throw this.#error;
     const record = this.#record!;
@@ -207,7 +173,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
       return Promise.reject(e);
     }
     if (this.#disposed) return Promise.reject(disposedError(call));
-    return withinLimit(call, () => this.#settled(), limit);
+    return withinLimit(call, () => this.#join(), limit);
   }
 
   /**
@@ -220,7 +186,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     onRejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
     if (this.#disposed) return Promise.reject(disposedError("await AsyncCopyHandle")).then(onFulfilled, onRejected);
-    return this.#settled().then(onFulfilled, onRejected);
+    return this.#join().promise.then(onFulfilled, onRejected); // never leaves: no limit
   }
 
   /**
@@ -310,7 +276,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   #releasePlan(): void {
     const record = this.#record;
     if (record === null) return;
-    if (this.#waitPending) {
+    if (this.#waitsPending > 0) {
       this.#releaseDeferred = true;
       return;
     }
@@ -325,50 +291,80 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     return collectResults(library(), record.plan, record.traversal!, this.#target) as T;
   }
 
-  #settled(): Promise<T> {
-    return (this.#promise ??= new Promise<T>((resolve, reject) => {
-      const finish = () => {
-        try {
-          resolve(this.get());
-        } catch (e) {
-          reject(e);
-        }
+  /**
+   * Joins the wait in progress, or starts one: `await` and wait() share it.
+   * A caller that stops waiting (its limit came) leaves it; once every
+   * caller has left, the wait stops at its next step, having polled and
+   * written nothing more (a later await, wait() or get() starts anew).
+   */
+  #join(): Joined<T> {
+    const w = this.#waiting ?? this.#startWaiting();
+    w.callers++;
+    let left = false;
+    return {
+      promise: w.promise,
+      leave: () => {
+        if (left) return;
+        left = true;
+        if (--w.callers === 0 && this.#waiting === w) this.#waiting = null;
+      },
+    };
+  }
+
+  #startWaiting(): Waiting<T> {
+    let resolve!: (value: T) => void;
+    let reject!: (error: unknown) => void;
+    const w: Waiting<T> = { promise: new Promise<T>((yes, no) => ((resolve = yes), (reject = no))), callers: 0 };
+    this.#waiting = w;
+    /** False once every caller left (or it finished): nothing more is done for it. */
+    const wanted = () => this.#waiting === w;
+    const finish = () => {
+      if (this.#waiting === w) this.#waiting = null;
+      try {
+        resolve(this.get()); // for a copyInto to the host, this writes the destinations
+      } catch (e) {
+        reject(e);
+      }
+    };
+    /** Finishes when the copy is over; true when nothing is left to do (also once nobody wants it). */
+    const over = () => {
+      if (!wanted()) return true;
+      if (!this.ready()) return false;
+      finish();
+      return true;
+    };
+    if (over()) return w;
+    const plan = this.#record!.plan;
+    const waitNonblocking = library().symbols.mtc_plan_wait_nonblocking;
+    const waitOnThread = (wait: NonNullable<typeof waitNonblocking>) => {
+      // Deno: mtc_plan_wait_device on an FFI thread (it writes no destination);
+      // the plan is not released until it returns.
+      this.#waitsPending++;
+      const returned = () => {
+        if (--this.#waitsPending === 0 && this.#releaseDeferred) this.#releasePlan();
       };
-      if (this.ready()) return finish();
-      const record = this.#record!;
-      const waitNonblocking = library().symbols.mtc_plan_wait_nonblocking;
-      const waitOnThread = (wait: NonNullable<typeof waitNonblocking>) => {
-        // Deno: mtc_plan_wait on an FFI thread; the plan is not released until it returns.
-        this.#waitPending = true;
-        wait(record.plan).then(
-          () => {
-            // The device work is over; get() then waits no longer, and
-            // writes a copyInto's host destinations on this thread.
-            this.#waitPending = false;
-            if (this.#releaseDeferred) this.#releasePlan();
-            finish();
-          },
-          (e) => {
-            this.#waitPending = false;
-            if (this.#releaseDeferred) this.#releasePlan();
+      wait(plan).then(
+        () => {
+          returned();
+          // The device work is over: get() waits no longer. Nothing if nobody wants it any more.
+          if (wanted()) finish();
+        },
+        (e) => {
+          returned();
+          if (wanted()) {
+            this.#waiting = null;
             reject(e);
-          },
-        );
-      };
-      /** Finishes when the copy is over; false while it is in flight. */
-      const over = () => {
-        if (!this.ready()) return false;
-        finish();
-        return true;
-      };
-      let delay = 1;
-      const poll = () => {
-        if (over()) return;
-        setTimeout(poll, delay);
-        delay = Math.min(delay * 2, MAX_DELAY_MS);
-      };
-      spin(over, waitNonblocking !== undefined ? () => waitOnThread(waitNonblocking) : poll);
-    }));
+          }
+        },
+      );
+    };
+    spin(over, waitNonblocking !== undefined ? () => waitOnThread(waitNonblocking) : () => pollUntil(over));
+    return w;
   }
 }
 
+/** A wait in progress for `await` and wait(): its outcome and how many callers still want it. */
+interface Waiting<T> {
+  readonly promise: Promise<T>;
+  callers: number;
+}

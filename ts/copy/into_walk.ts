@@ -301,11 +301,12 @@ class PairWalk {
     this.destinationViews.push(dst.view);
     share(t, s);
     this.destinationBlocks.push(share(t, d));
-    if (src.view !== undefined) t.holdPinned(viewBuffer(src.view));
+    // Pinned memory of ours on either side: C marks its block busy until the copy is over.
+    const srcFlags = src.view !== undefined && t.holdPinned(viewBuffer(src.view)) ? LEAF_PINNED : 0;
     const dstFlags = dst.view !== undefined && t.holdPinned(viewBuffer(dst.view)) ? LEAF_PINNED : 0;
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
     const size = DTYPE_SIZE[src.dtype];
-    t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size);
+    t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size, srcFlags);
     this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size, dstFlags);
     if (src.layout !== undefined && src.bytes > 0) (t.layouts ??= []).push({ index: i, shape: src.layout.shape, byteStrides: src.layout.byteStrides });
     if (src.bytes > 0) {

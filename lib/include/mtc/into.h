@@ -18,7 +18,8 @@ enum { MTC_RESULT_INTO = 4u };
  * than into a block the plan makes: leaves[k] is copied into
  * destinations[k], which is an mtc_leaf too (address, bytes, device and
  * element_size are read; row_count must be 0 or 1: destinations are
- * contiguous; row_pitch and flags are ignored). For CUDA graphs, decode
+ * contiguous; row_pitch is ignored, and of the flags only MTC_LEAF_PINNED
+ * is read). For CUDA graphs, decode
  * steps and reused buffers.
  *
  * Each destination must hold exactly the leaf's bytes, have the leaf's

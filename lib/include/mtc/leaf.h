@@ -16,9 +16,12 @@ enum {
   /* The leaf may lie in pinned host memory of the library's (a block of
    * mtc_host_block_alloc, or a pinned host output of a copy): the plan
    * looks it up at submit and, when found, DMAs it in place instead of
-   * staging it (see "pinned host memory" below). A leaf not found is staged
-   * as usual. Only a hint: a lookup costs a little, so leave it off for
-   * leaves known to be pageable. */
+   * staging it (see "pinned host memory" below). Found in any case (a
+   * strided or pitched leaf, which is staged; a leaf or destination of
+   * mtc_plan_add_leaves_into, whatever its direction), the plan holds the
+   * block and marks it busy until the copy is over (mtc_block_busy). A
+   * leaf not found is staged as usual. Only a hint: a lookup costs a
+   * little, so leave it off for leaves known to be pageable. */
   MTC_LEAF_PINNED = 2u
 };
 

@@ -37,16 +37,21 @@
 MTC_API mtc_status mtc_host_block_alloc(int32_t device, uint64_t bytes,
                                         mtc_block **out_block);
 
-/* 1 while a copy submitted so far reads or writes pinned block `block` in
- * place (from its mtc_plan_submit until its device work is over, whether
- * or not anyone polls it), else 0 (also for NULL and blocks of other
- * kinds). Once it is 0, writes to the memory reach no copy submitted
- * before. Any thread. */
+/* 1 while a copy submitted so far reads or writes pinned block `block`
+ * (a leaf or destination flagged MTC_LEAF_PINNED that lies in it, whatever
+ * its layout or direction): from its mtc_plan_submit until its device work
+ * is over, whether or not anyone polls it; for a copy into host
+ * destinations that reads or writes the block on the host at its copy-out,
+ * until the caller's poll or wait that copies out (or the plan's release).
+ * Else 0 (also for NULL and blocks of other kinds). Once it is 0, writes
+ * to the memory reach no copy submitted before. Any thread. */
 MTC_API int32_t mtc_block_busy(mtc_block *block);
 
 /* Blocks until mtc_block_busy(block) would be 0 for the copies submitted
- * before this call. MTC_ERR_CUDA when the driver reports a failed copy.
- * Any thread. */
+ * before this call. MTC_ERR_CUDA when the driver reports a failed copy;
+ * MTC_IN_PROGRESS once the device work is over if all that is left is a
+ * copy-out, which only a poll or wait of that plan's caller does (waiting
+ * for it here could wait for this very thread). Any thread. */
 MTC_API mtc_status mtc_block_wait_idle(mtc_block *block);
 
 /* Sets the limit on pinned memory held through mtc_host_block_alloc

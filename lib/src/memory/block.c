@@ -181,12 +181,44 @@ mtc_status mtc_block_order_after_uses(mtc_block *block, CUstream stream) {
   return MTC_OK;
 }
 
-MTC_API int32_t mtc_block_busy(mtc_block *block) {
-  if (block == NULL || block->kind != MTC_BLOCK_PINNED) return 0;
-  if (atomic_load(&block->pending) > 0) return 1;
+void mtc_block_copy_out_begin(mtc_block *block) {
+  atomic_fetch_add(&block->copy_outs, 1);
+}
+
+void mtc_block_copy_out_end(mtc_block *block) {
+  atomic_fetch_sub(&block->copy_outs, 1);
+}
+
+/* The event of the last use recorded on the block, retained, or NULL. */
+static mtc_event *last_use(mtc_block *block) {
   pthread_mutex_lock(&uses_lock);
   prune_uses_locked(block);
-  int32_t busy = block->use_count > 0 || atomic_load(&block->pending) > 0;
+  mtc_event *last = block->use_count > 0 ? block->uses[block->use_count - 1] : NULL;
+  if (last != NULL) mtc_event_retain(last);
+  pthread_mutex_unlock(&uses_lock);
+  return last;
+}
+
+mtc_status mtc_block_wait_uses(mtc_block *block) {
+  /* The last use recorded was ordered after the earlier ones
+   * (mtc_block_order_after_uses), so one wait usually covers all; the loop
+   * makes sure none is left in progress. */
+  for (;;) {
+    mtc_event *last = last_use(block);
+    if (last == NULL) return MTC_OK;
+    mtc_status status = mtc_event_synchronize(last);
+    mtc_event_release(last);
+    if (status != MTC_OK) return status;
+  }
+}
+
+MTC_API int32_t mtc_block_busy(mtc_block *block) {
+  if (block == NULL || block->kind != MTC_BLOCK_PINNED) return 0;
+  if (atomic_load(&block->pending) > 0 || atomic_load(&block->copy_outs) > 0) return 1;
+  pthread_mutex_lock(&uses_lock);
+  prune_uses_locked(block);
+  int32_t busy = block->use_count > 0 || atomic_load(&block->pending) > 0 ||
+                 atomic_load(&block->copy_outs) > 0;
   pthread_mutex_unlock(&uses_lock);
   return busy;
 }
@@ -203,15 +235,18 @@ MTC_API mtc_status mtc_block_wait_idle(mtc_block *block) {
       struct timespec pause = {0, 20 * 1000};
       nanosleep(&pause, NULL);
     }
-    pthread_mutex_lock(&uses_lock);
-    mtc_event *last = block->use_count > 0 ? block->uses[block->use_count - 1] : NULL;
-    if (last != NULL) mtc_event_retain(last);
-    pthread_mutex_unlock(&uses_lock);
-    if (last == NULL) return MTC_OK;
-    mtc_status status = mtc_event_synchronize(last);
-    mtc_event_release(last);
+    mtc_status status = mtc_block_wait_uses(block);
     if (status != MTC_OK) return status;
     if (!mtc_block_busy(block)) return MTC_OK;
+    if (atomic_load(&block->pending) == 0 && atomic_load(&block->copy_outs) > 0) {
+      /* Only a poll or wait of that copy's caller ends it: waiting here
+       * could wait for this very thread. */
+      return mtc_error_set(MTC_IN_PROGRESS,
+                           "mtc_block_wait_idle: a copy into host memory still "
+                           "reads or writes the block: its caller's "
+                           "mtc_plan_poll or mtc_plan_wait (or its release) "
+                           "ends that");
+    }
   }
 }
 

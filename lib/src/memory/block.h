@@ -29,8 +29,11 @@ struct mtc_block {
   /* PINNED: copies submitted that read or write the block and have not
    * recorded their completion on it yet, and the completion events of
    * those that did and may still run (see mtc_block_busy). `uses` and its
-   * counts are guarded by a lock in block.c. */
+   * counts are guarded by a lock in block.c. `copy_outs`: copies whose
+   * device work is over but whose caller's poll or wait still reads or
+   * writes the block on the host (a copy into host destinations). */
   atomic_int pending;
+  atomic_int copy_outs;
   mtc_event **uses;
   size_t use_count, use_capacity;
 };
@@ -70,6 +73,19 @@ mtc_block *mtc_block_find_pinned(uint64_t address, uint64_t bytes);
  * mtc_block_busy is 1 from the first to the completion. */
 void mtc_block_use_begin(mtc_block *block);
 void mtc_block_use_end(mtc_block *block, mtc_event *completion);
+
+/* A copy whose caller's poll or wait reads or writes pinned `block` on the
+ * host after the copy's device work (its copy-out): busy from copy_out_begin
+ * (called before that copy's use_end) to copy_out_end (the copy-out ran, or
+ * the copy was released without it). */
+void mtc_block_copy_out_begin(mtc_block *block);
+void mtc_block_copy_out_end(mtc_block *block);
+
+/* Waits on the host for the copies that used pinned `block` and recorded
+ * their completion on it: the host may then read or write it after them
+ * (staging a leaf in it, a copy-out into it). Copies still submitting are
+ * not waited for (the caller's own use is one of them). */
+mtc_status mtc_block_wait_uses(mtc_block *block);
 
 /* Makes `stream` wait (on the GPU) for every copy that used pinned `block`
  * and whose completion is recorded but not reached: a later copy that reads

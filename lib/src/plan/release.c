@@ -34,10 +34,12 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
     mtc_block_release(plan->blocks[i]);
   }
   mtc_plan_end_pinned_uses(plan, NULL); /* submitted, never run */
+  mtc_plan_end_copy_outs(plan);          /* a copy-out never to run */
   for (size_t i = 0; i < plan->pinned_count; i++) {
     mtc_block_release(plan->pinned[i]);
   }
   free(plan->pinned);
+  free(plan->pinned_how);
   free(plan->direct_dst);
   mtc_event_release(plan->completion);
   for (size_t i = 0; i < plan->held_count; i++) {

@@ -12,91 +12,108 @@
 #include "run/in_flight.h"
 #include "run/transfer.h"
 
-/* Adds pinned `block` (one reference, taken by the caller) to the plan's,
- * or drops that reference when the plan holds the block already; -1 when
- * out of memory (the reference is dropped). */
-static int hold_pinned(mtc_plan *plan, mtc_block *block, size_t *capacity) {
+/* The pinned blocks a plan holds while it finds them: the last one found,
+ * checked first (leaves of one block come in runs), and the capacity. */
+typedef struct pinned_finder {
+  size_t capacity;
+  size_t last; /* an index in plan->pinned (none while pinned_count is 0) */
+} pinned_finder;
+
+/* The live pinned block of the library's holding [address, address +
+ * bytes), held by the plan (one reference and one use: busy from now on)
+ * with `how` added to its entry; NULL when there is none. -1 in *failed
+ * when out of memory. */
+static mtc_block *hold_pinned(mtc_plan *plan, pinned_finder *f, uint64_t address,
+                              uint64_t bytes, unsigned how, int *failed) {
+  if (f->last < plan->pinned_count &&
+      mtc_block_holds(plan->pinned[f->last], address, bytes)) {
+    plan->pinned_how[f->last] |= (unsigned char)how;
+    return plan->pinned[f->last];
+  }
+  mtc_block *block = mtc_block_find_pinned(address, bytes);
+  if (block == NULL) return NULL;
   for (size_t k = 0; k < plan->pinned_count; k++) {
     if (plan->pinned[k] == block) {
-      mtc_block_release(block);
-      return 0;
+      mtc_block_release(block); /* held already */
+      plan->pinned_how[k] |= (unsigned char)how;
+      f->last = k;
+      return block;
     }
   }
-  if (plan->pinned_count == *capacity) {
-    size_t grown = *capacity ? *capacity * 2 : 4;
+  if (plan->pinned_count == f->capacity) {
+    size_t grown = f->capacity ? f->capacity * 2 : 4;
     mtc_block **more = realloc(plan->pinned, grown * sizeof *more);
-    if (more == NULL) {
+    if (more != NULL) plan->pinned = more;
+    unsigned char *how_more = more ? realloc(plan->pinned_how, grown) : NULL;
+    if (how_more == NULL) {
       mtc_block_release(block);
-      return -1;
+      *failed = -1;
+      return NULL;
     }
-    plan->pinned = more;
-    *capacity = grown;
+    plan->pinned_how = how_more;
+    f->capacity = grown;
   }
   mtc_block_use_begin(block);
+  f->last = plan->pinned_count;
+  plan->pinned_how[plan->pinned_count] = (unsigned char)how;
   plan->pinned[plan->pinned_count++] = block;
   plan->pinned_uses_open = 1;
-  return 0;
+  return block;
 }
 
-/* The pinned region of each MTC_LEAF_PINNED host leaf that a copy to a
- * device can read in place (found in the library's pinned blocks, which the
- * plan then holds); *out stays NULL when there is none. */
-static mtc_status find_pinned_sources(mtc_plan *plan, mtc_region **out) {
-  size_t capacity = 0;
-  const mtc_block *last = NULL;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+/* Every MTC_LEAF_PINNED host leaf and destination that lies in a pinned
+ * block of the library's: the plan holds the block and marks it busy until
+ * the copy is over, whatever the leaf's layout or direction. A contiguous
+ * leaf of a copy to a device is read in place (its region in *regions,
+ * which stays NULL when there is none); a destination of a device leaf is
+ * written in place (direct_dst); the host reads or writes the rest itself
+ * (MTC_PINNED_HOST). A leaf whose first byte lies in a block but not all of
+ * it is staged, and marks that block. Empty leaves touch nothing. */
+static mtc_status find_pinned(mtc_plan *plan, mtc_region **regions) {
+  pinned_finder f = {0, 0};
+  int failed = 0;
+  int new_outputs = plan->destinations == NULL;
+  for (uint64_t i = 0; i < plan->leaf_count && failed == 0; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
-    if (!(leaf->flags & MTC_LEAF_PINNED) || leaf->device != MTC_DEVICE_CPU ||
-        leaf->bytes == 0 || leaf->row_count > 1 ||
-        mtc_plan_leaf_strided(plan, i) != NULL) {
-      continue;
+    if ((leaf->flags & MTC_LEAF_PINNED) && leaf->device == MTC_DEVICE_CPU &&
+        leaf->bytes > 0) {
+      int in_place = new_outputs && plan->target != MTC_DEVICE_CPU &&
+                     leaf->row_count <= 1 && mtc_plan_leaf_strided(plan, i) == NULL;
+      mtc_block *block =
+          in_place ? hold_pinned(plan, &f, leaf->address, leaf->bytes, 0, &failed) : NULL;
+      if (block == NULL && failed == 0) {
+        in_place = 0;
+        hold_pinned(plan, &f, leaf->address, 1, MTC_PINNED_HOST, &failed);
+      }
+      if (in_place) {
+        if (*regions == NULL) *regions = calloc(plan->leaf_count, sizeof **regions);
+        if (*regions == NULL) failed = -1;
+        else {
+          (*regions)[i].begin = block->address;
+          (*regions)[i].end = block->address + block->bytes;
+        }
+      }
     }
-    /* Leaves of one block come in runs: check the last one first. */
-    const mtc_block *block = last;
-    if (block == NULL || !mtc_block_holds(block, leaf->address, leaf->bytes)) {
-      mtc_block *found = mtc_block_find_pinned(leaf->address, leaf->bytes);
-      if (found == NULL) continue;
-      if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
-      block = last = found;
-    }
-    if (*out == NULL) {
-      *out = calloc(plan->leaf_count, sizeof **out);
-      if (*out == NULL) goto out_of_memory;
-    }
-    (*out)[i].begin = block->address;
-    (*out)[i].end = block->address + block->bytes;
-  }
-  return MTC_OK;
-
-out_of_memory:
-  free(*out);
-  *out = NULL;
-  return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
-}
-
-/* An into plan to the host: the device leaves whose destination (flagged
- * MTC_LEAF_PINNED, contiguous) lies in a pinned block of the library's,
- * which the plan then holds; the GPU may write those in place. */
-static mtc_status find_pinned_destinations(mtc_plan *plan) {
-  size_t capacity = plan->pinned_count;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+    if (new_outputs || failed != 0) continue;
     const mtc_leaf *dst = &plan->destinations[i];
-    if (!(dst->flags & MTC_LEAF_PINNED) || plan->leaves[i].device < 0 ||
-        dst->bytes == 0 || dst->row_count > 1) {
+    if (!(dst->flags & MTC_LEAF_PINNED) || dst->device != MTC_DEVICE_CPU || dst->bytes == 0) {
       continue;
     }
-    mtc_block *found = mtc_block_find_pinned(dst->address, dst->bytes);
-    if (found == NULL) continue;
-    if (hold_pinned(plan, found, &capacity) != 0) goto out_of_memory;
-    if (plan->direct_dst == NULL) {
-      plan->direct_dst = calloc(plan->leaf_count, 1);
-      if (plan->direct_dst == NULL) goto out_of_memory;
+    /* Host leaves go into host destinations by the copy-out, on the host. */
+    int by_gpu = leaf->device != MTC_DEVICE_CPU && dst->row_count <= 1;
+    mtc_block *block =
+        by_gpu ? hold_pinned(plan, &f, dst->address, dst->bytes, 0, &failed) : NULL;
+    if (block == NULL && failed == 0) {
+      hold_pinned(plan, &f, dst->address, 1, MTC_PINNED_HOST, &failed);
     }
-    plan->direct_dst[i] = 1;
+    if (block == NULL || failed != 0) continue;
+    if (plan->direct_dst == NULL) plan->direct_dst = calloc(plan->leaf_count, 1);
+    if (plan->direct_dst == NULL) failed = -1;
+    else plan->direct_dst[i] = 1;
   }
-  return MTC_OK;
-
-out_of_memory:
+  if (failed == 0) return MTC_OK;
+  free(*regions);
+  *regions = NULL;
   return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
 }
 
@@ -111,14 +128,8 @@ static mtc_status prepare(mtc_plan *plan) {
     layout_options.max_packed_chunk_bytes = plan->staging_max_bytes;
   }
   mtc_region *regions = NULL;
-  mtc_status status = MTC_OK;
-  if (plan->destinations == NULL && plan->target != MTC_DEVICE_CPU) {
-    status = find_pinned_sources(plan, &regions);
-    if (status != MTC_OK) return status;
-  } else if (plan->destinations != NULL && plan->target == MTC_DEVICE_CPU) {
-    status = find_pinned_destinations(plan);
-    if (status != MTC_OK) return status;
-  }
+  mtc_status status = find_pinned(plan, &regions);
+  if (status != MTC_OK) return status;
   status = plan->destinations != NULL
                ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
                                          &layout_options, &plan->layout)

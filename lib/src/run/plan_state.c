@@ -41,7 +41,23 @@ void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion) {
   if (!plan->pinned_uses_open) return;
   plan->pinned_uses_open = 0;
   for (size_t k = 0; k < plan->pinned_count; k++) {
+    /* Marked for the copy-out before the submission's mark goes, so the
+     * block is never idle in between. */
+    if (plan->pinned_how[k] & MTC_PINNED_COPY_OUT) {
+      mtc_block_copy_out_begin(plan->pinned[k]);
+      plan->pinned_copy_outs_open = 1;
+    }
     mtc_block_use_end(plan->pinned[k], completion);
+  }
+}
+
+void mtc_plan_end_copy_outs(mtc_plan *plan) {
+  if (!plan->pinned_copy_outs_open) return;
+  plan->pinned_copy_outs_open = 0;
+  for (size_t k = 0; k < plan->pinned_count; k++) {
+    if (plan->pinned_how[k] & MTC_PINNED_COPY_OUT) {
+      mtc_block_copy_out_end(plan->pinned[k]);
+    }
   }
 }
 

@@ -91,13 +91,20 @@ struct mtc_plan {
   mtc_plan_stream *streams;
   size_t stream_count;
 
-  /* Pinned blocks of the library's that the copy reads or writes in place
-   * (MTC_LEAF_PINNED leaves found at submit): one reference and one
-   * mtc_block_use_begin each, until the submission ends (use_end with the
-   * completion event) and the plan is released (the reference). */
+  /* Pinned blocks of the library's that the copy reads or writes
+   * (MTC_LEAF_PINNED leaves and destinations found at submit, whatever
+   * their layout or direction): one reference and one mtc_block_use_begin
+   * each, until the submission ends (use_end with the completion event) and
+   * the plan is released (the reference). pinned_how[k] says how the copy
+   * uses pinned[k] (MTC_PINNED_* bits). */
   mtc_block **pinned;
+  unsigned char *pinned_how;
   size_t pinned_count;
   int pinned_uses_open; /* 1 from submit until use_end was called */
+  /* 1 from the end of the submission until the copy-out ran or the plan
+   * was released, when a block has MTC_PINNED_COPY_OUT (copy_out_begin
+   * was called for it). Under the lock once the submission is over. */
+  int pinned_copy_outs_open;
   /* An into plan to the host: 1 for leaf i whose destination lies in one of
    * those blocks and that the GPU writes in place (run/into_host.c; no
    * copy-out); NULL when there is none. Set at submit, settled by the
@@ -164,6 +171,20 @@ struct mtc_plan {
   atomic_int flight_pins;
 };
 
+/* How a copy uses one of its pinned blocks (mtc_plan.pinned_how). */
+enum {
+  /* The host reads or writes it during the submission (a strided or
+   * pitched leaf staged, a host copy, a copyInto's source staged), or at
+   * the copy-out (host -> host leaves): the submission first waits for the
+   * copies before it that use the block. Else the GPU reads or writes it
+   * in place, ordered after them on its stream. */
+  MTC_PINNED_HOST = 1,
+  /* The caller's poll or wait reads or writes it after the device work
+   * (the copy-out of a copy into host destinations): busy until then. Set
+   * when the submission ends. */
+  MTC_PINNED_COPY_OUT = 2
+};
+
 /* Most pinned piece buffers one plan streams large leaves through. */
 #define MTC_PIECE_RING 3
 
@@ -186,6 +207,11 @@ void mtc_plan_record_error_locked(mtc_plan *plan, int64_t leaf);
  * they are busy until `completion` (NULL: no work of the plan's is left).
  * Once; later calls do nothing. */
 void mtc_plan_end_pinned_uses(mtc_plan *plan, mtc_event *completion);
+
+/* Ends the busy marks of the blocks the copy-out reads or writes
+ * (MTC_PINNED_COPY_OUT): it ran, or never will. Once; later calls do
+ * nothing. The plan's lock held, or the plan being released. */
+void mtc_plan_end_copy_outs(mtc_plan *plan);
 
 /* Brackets every read of the leaves' host memory. MTC_OK: go ahead, then
  * mtc_plan_read_end. After mtc_plan_stop_reading: MTC_ERR_INVALID_STATE,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "run/copy_out.h"
 #include "run/directions.h"
 #include "run/into.h"
 
@@ -154,6 +155,19 @@ static void abort_transfer(mtc_transfer *t) {
   plan->held_count = 0;
 }
 
+/* The host reads or writes some pinned blocks for this copy
+ * (MTC_PINNED_HOST: staging, host copies, a copy-out): only after the copies
+ * before it that use them are over, since their DMA may still read or write
+ * them (the GPU's reads and writes are ordered on its streams instead). */
+static mtc_status wait_host_pinned(const mtc_plan *plan) {
+  for (size_t k = 0; k < plan->pinned_count; k++) {
+    if (!(plan->pinned_how[k] & MTC_PINNED_HOST)) continue;
+    mtc_status status = mtc_block_wait_uses(plan->pinned[k]);
+    if (status != MTC_OK) return status;
+  }
+  return MTC_OK;
+}
+
 /* Every leaf of a plan of new outputs: gathers first (the GPU gathers
  * while the host stages the rest), then the own leaves, then the chunks:
  * an own leaf's DMA is long, and the chunks (whose DMAs are short) are
@@ -225,6 +239,7 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   mtc_status status =
       (chunk_blocks && own_blocks) ? MTC_OK : mtc_out_of_host_memory();
   if (status == MTC_OK) status = mtc_chunk_members_group(plan, &members);
+  if (status == MTC_OK) status = wait_host_pinned(plan);
   if (status == MTC_OK) {
     status = plan->destinations != NULL
                  ? mtc_into_run(&t, &members, chunk_blocks, own_blocks)
@@ -234,6 +249,7 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
 
   if (status == MTC_OK && plan->destinations != NULL) {
     mtc_into_fill_results(plan);
+    mtc_plan_mark_copy_out_blocks(plan);
   } else if (status == MTC_OK) {
     fill_results(plan, chunk_blocks, own_blocks);
   } else {
