@@ -124,6 +124,7 @@ const device_tests = [_][]const u8{
     "test_threads",
     "test_owners",
     "test_owner_threads",
+    "test_parcels",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.
