@@ -90,7 +90,7 @@ export class Outgoing {
         throw new MtcError(
           Status.MTC_ERR_INVALID_ARGUMENT,
           "moveResult: this DeviceTensor was imported by fromDLPack: its memory is another library's, freed by that library's deleter with this tensor, so it cannot move; " +
-            "copy it into memory of libmtc's first (startCopy(tensor, its device)) and move the copy, or hand the DLPack tensor itself to the other thread",
+            "copy it into memory of libmtc's first (copyInto(tensor, DeviceTensor.empty(tensor.shape, tensor.dtype, tensor.device))) and move the copy, or hand the DLPack tensor itself to the other thread",
           { path: this.path(c, slot) },
         );
       }
