@@ -128,6 +128,7 @@ const device_tests = [_][]const u8{
     "test_pinned_order",
     "test_owner_guards",
     "test_plan_guards",
+    "test_parcels",
 };
 
 /// The header compiled as C and as C++ with warnings as errors.

@@ -2,7 +2,9 @@
  * emulated driver (its path in argv[1]): each kind of reference adopted,
  * retained and released with the counters back where they began; unknown
  * refs ignored; moves all or nothing; parcels taken once or dropped by
- * sender; a thread's owner released when the thread exits with blocks,
+ * sender; ids of another process unknown; parcels described, taken whole
+ * only as described, and dropped by parcel calls that refuse any other
+ * owner; a thread's owner released when the thread exits with blocks,
  * pinned memory and a copy in flight; a released owner's plan waited for,
  * also while another thread waits on it. */
 #include <pthread.h>
@@ -23,6 +25,10 @@ static struct {
 
 /* Leaf memory that outlives every thread of the test. */
 static uint8_t source[LEAVES * LEAF_BYTES];
+
+/* `id` as another process would have numbered it: another key. Its counter
+ * is 2^40 away, so it names nothing here. */
+static uint64_t foreign(uint64_t id) { return id ^ ((uint64_t)1 << 40); }
 
 static mtc_owner new_owner(uint32_t flags, mtc_owner sender) {
   mtc_owner owner = 0;
@@ -109,9 +115,9 @@ static void test_kinds(void) {
   CHECK_CONTAINS(mtc_last_error(), "kind 7");
   CHECK(mtc_ref_adopt(owner, MTC_REF_BLOCK, NULL) == 0);
   CHECK(mtc_ref_retain_block(owner, NULL) == 0);
-  CHECK(mtc_ref_adopt(owner + 1000, MTC_REF_BLOCK, mine) == 0);
+  CHECK(mtc_ref_adopt(foreign(owner), MTC_REF_BLOCK, mine) == 0);
   CHECK_CONTAINS(mtc_last_error(), "is unknown");
-  CHECK(mtc_ref_retain_block(owner + 1000, mine) == 0);
+  CHECK(mtc_ref_retain_block(foreign(owner), mine) == 0);
   CHECK(mtc_owner_ref_count(owner) == 0);
   mtc_block_release(mine); /* the one reference there ever was */
   check_counters(&before);
@@ -132,7 +138,7 @@ static void test_ended_owners(void) {
   char expected[96];
   snprintf(expected, sizeof expected, "owner %llu has ended", (unsigned long long)owner);
   CHECK_CONTAINS(mtc_last_error(), expected);
-  CHECK_STATUS(mtc_owner_release(owner + 1000), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_owner_release(foreign(owner)), MTC_ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(mtc_last_error(), "is unknown");
   CHECK_STATUS(mtc_owner_release(0), MTC_ERR_INVALID_ARGUMENT);
   CHECK(mtc_owner_alive(0) == 0);
@@ -172,7 +178,7 @@ static void test_move_and_take(void) {
   mtc_ref unknown[2] = {held[1], (mtc_ref)1 << 50};
   CHECK_STATUS(mtc_ref_move(a, parcel, unknown, 2), MTC_ERR_INVALID_ARGUMENT);
   CHECK_CONTAINS(mtc_last_error(), "(index 1)");
-  CHECK_STATUS(mtc_ref_move(a, parcel + 1000, held, 1), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_ref_move(a, foreign(parcel), held, 1), MTC_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mtc_ref_move(a, parcel, NULL, 1), MTC_ERR_INVALID_ARGUMENT);
   CHECK(wrong_owner[0] == held[0] && twice[1] == held[1] && unknown[0] == held[1]);
   CHECK(mtc_owner_ref_count(a) == 3 && mtc_owner_ref_count(parcel) == 0);
@@ -190,7 +196,7 @@ static void test_move_and_take(void) {
   /* Taken whole: the refs keep their numbers; once only. */
   CHECK_STATUS(mtc_owner_take(a, b), MTC_ERR_INVALID_STATE); /* no parcel */
   CHECK_STATUS(mtc_owner_take(parcel, parcel), MTC_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mtc_owner_take(parcel, b + 1000), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_owner_take(parcel, foreign(b)), MTC_ERR_INVALID_ARGUMENT);
   CHECK(mtc_owner_ref_count(parcel) == 2);
   CHECK_OK(mtc_owner_take(parcel, b));
   CHECK(mtc_owner_alive(parcel) == 0);

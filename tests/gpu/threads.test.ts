@@ -1,7 +1,11 @@
 // Workers copying at once on the real GPU, their results moved to the main
 // thread and used there, and a worker terminated with DMAs in flight: C
-// gives back what its thread owned (tests/ts/move.test.ts has the rest).
-import { disposeAll, dropMovedFrom, moveResult, MtcError, ownerAlive, takeResult } from "../../ts/mod.ts";
+// gives back what its thread owned; a message edited on its way is refused
+// and the message as sent is exact; a pinned array moved while a DMA reads
+// it (tests/ts/move*.test.ts have the rest).
+import { disposeAll, dropMovedFrom, type Moved, moveResult, MtcError, ownerAlive, pinnedArray, startCopy, takeResult } from "../../ts/mod.ts";
+import { library } from "../../ts/ffi/library.ts";
+import { F, FIELDS } from "../../ts/thread/message.ts";
 import { counters, noneAbove, spawnMoveWorker as spawn, until } from "../ts/fixtures/threads.ts";
 import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/move_batch.ts";
@@ -76,4 +80,42 @@ gpuTest("threads: moved twice, used by the sender after the move, never taken: e
   assertSame(dropMovedFrom(lost.owner), 1, "the untaken parcel dropped by its sender");
   await until(() => noneAbove(before));
   assert(noneAbove(before), `nothing left: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+});
+
+gpuTest("threads: a worker's message edited on its way (offsets, shapes) is refused, nothing taken; the message as sent is exact", async () => {
+  const w = spawn();
+  const reply = await w.ask({ op: "copy", seed: 41 });
+  const moved = reply.moved!;
+  const parcels = library().symbols.mtc_parcels_live!();
+  const edit = (at: number, value: number, field: "nums" | "dims" = "nums") => {
+    const copy = structuredClone(moved) as Moved & { nums: Float64Array; dims: Float64Array };
+    copy[field][at] = value;
+    return copy;
+  };
+  for (const bad of [edit(F.offset, 2 ** 40), edit(F.offset, 1), edit(0, 2 ** 31, "dims"), edit(FIELDS + F.block, 1000)]) {
+    let error: unknown;
+    try {
+      takeResult(bad);
+    } catch (e) {
+      error = e;
+    }
+    assert(error instanceof MtcError && error.code === "MTC_ERR_INVALID_ARGUMENT", `refused: ${error}`);
+    assertSame(library().symbols.mtc_parcels_live!(), parcels, "nothing taken");
+  }
+  const batch = takeResult(moved);
+  assertSame(await checkBatch(batch, 41), 0);
+  disposeAll(batch);
+  w.worker.terminate();
+});
+
+gpuTest("threads: a 64 MiB pinned array moved while a DMA reads it: handed over once the DMA is over; the copy has the sender's bytes", async () => {
+  const p = pinnedArray("uint8", 64 << 20).fill(7);
+  const handle = startCopy({ p }, "cuda:0");
+  const got = takeResult(moveResult({ p })) as { p: Uint8Array };
+  assert(handle.ready(), "the copy is over when moveResult returns");
+  got.p.fill(9);
+  const onGpu = await handle;
+  const back = onGpu.p.toHost() as Uint8Array;
+  assert(back.every((v) => v === 7), "the DMA read the sender's bytes, not the receiver's");
+  disposeAll([onGpu, got]);
 });

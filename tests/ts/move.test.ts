@@ -13,6 +13,7 @@ import {
   moveResult,
   ownerAlive,
   pinnedArray,
+  pinnedTensor,
   releaseHostOutput,
   startCopy,
   Status,
@@ -21,6 +22,7 @@ import {
   threadOwner,
 } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
+import { DTYPES, type TypedArray, valuesPerElement } from "../../ts/tensor/dtype.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { checkBatch, makeBatch } from "./fixtures/move_batch.ts";
@@ -227,5 +229,28 @@ moveTest("takeResult and dropMoved read each field of a message once", async () 
   assert(Object.entries(reads).every(([, n]) => n === 1), `each field once: ${JSON.stringify(reads)}`);
   dropMoved(counted); // taken already: nothing
   disposeAll(got);
+  await settled(before, "given back");
+});
+
+moveTest("every dtype moves exact: pinned Tensors dense and strided, views at an offset, DeviceTensors", async () => {
+  const before = counters();
+  const bytesOf = (v: ArrayBufferView) => Array.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  for (const dtype of DTYPES) {
+    const t = pinnedTensor(dtype, [3, 4]);
+    const raw = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    raw.forEach((_, i) => (raw[i] = (i * 7 + 1) & 255));
+    // A strided view of its columns 1 and 3, and the same storage at an offset (its second row on).
+    const lanes = valuesPerElement(dtype);
+    const strided = new Tensor(t.data, [3, 2], dtype, { strides: [4, 2], offset: 1 });
+    const rows = new Tensor((t.data as Uint8Array).subarray(4 * lanes) as unknown as TypedArray, [2, 4], dtype);
+    const onGpu = await startCopy({ d: new Tensor((t.data as Uint8Array).slice() as unknown as TypedArray, [3, 4], dtype) }, "cuda:0");
+    const want = { t: bytesOf(t.data), strided: bytesOf(strided.data), rows: bytesOf(rows.data), d: bytesOf(t.data) };
+    const got = takeResult(moveResult({ t, strided, rows, d: onGpu.d })) as { t: Tensor; strided: Tensor; rows: Tensor; d: DeviceTensor };
+    assertEquals(bytesOf(got.t.data), want.t, `${dtype}: the tensor`);
+    assertEquals([got.strided.strides, got.strided.offset, bytesOf(got.strided.data)], [[4, 2], 1, want.strided], `${dtype}: strided`);
+    assertEquals([got.rows.shape, bytesOf(got.rows.data)], [[2, 4], want.rows], `${dtype}: at an offset`);
+    assertEquals([got.d.dtype, bytesOf((got.d.toHost() as Tensor).data)], [dtype, want.d], `${dtype}: on the device`);
+    disposeAll(got);
+  }
   await settled(before, "given back");
 });

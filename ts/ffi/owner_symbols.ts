@@ -3,7 +3,9 @@
  * parcels (lib/include/mtc.h, "owners"): what a thread holds, given back
  * when it exits, and results handed between threads. Owner and ref ids are
  * below 2^53, so they travel as plain numbers ("u64"); out-parameters and
- * the refs of mtc_ref_move are BigUint64Arrays ("buffer").
+ * the refs of mtc_ref_move are BigUint64Arrays ("buffer"). The parcel calls
+ * a receiver uses (describe, take, drop) came after 0.1.0, as did the wait
+ * for a pinned block that moveResult makes.
  *
  * @module
  */
@@ -70,4 +72,26 @@ export const ownerSymbols = {
     result: "i32", /* mtc_status */
   },
   mtc_owner_drop_parcels: { optional: true, args: ["u64" /* mtc_owner sender */], result: "u64" /* uint64_t */ },
+  mtc_parcel_describe: {
+    optional: true,
+    args: [
+      "u64", /* mtc_owner parcel */
+      "buffer", /* mtc_parcel_entry *out (48 bytes each) */
+      "u32", /* uint32_t capacity */
+      "buffer", /* uint32_t *count */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_parcel_take: {
+    optional: true,
+    args: [
+      "u64", /* mtc_owner parcel */
+      "u64", /* mtc_owner to */
+      "buffer", /* const mtc_ref *refs */
+      "u32", /* uint32_t count */
+    ],
+    result: "i32", /* mtc_status */
+  },
+  mtc_parcel_drop: { optional: true, args: ["u64" /* mtc_owner parcel */], result: "i32" /* mtc_status */ },
+  mtc_block_wait_idle: { optional: true, args: ["ptr" /* mtc_block *block */], result: "i32" /* mtc_status */ },
 } as const satisfies Record<string, SymbolSpec>;

@@ -1,174 +1,187 @@
 /**
- * The receiving side of a moved result: take the parcel's references,
- * make the leaves, and rebuild the containers from the template (parsed
- * once per distinct structure). This runs on the thread that consumes the
- * batches, once per batch, so it does as little as it can.
+ * The receiving side of a moved result. A message is untrusted input (user
+ * code may have edited it, kept it from another process, or forged it), so
+ * the receiver reads each field once, checks its shape, asks C what the
+ * parcel holds (each block's address, bytes, device and kind: none of these
+ * comes from the message), checks every leaf's row against that, and only
+ * then takes the parcel, whole and once. Then it makes the leaves and
+ * rebuilds the containers from the template (checked and parsed once per
+ * distinct structure). This runs on the thread that consumes the batches,
+ * once per batch, so it does as little as it can.
  *
  * @module
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { library } from "../ffi/library.ts";
+import { viewKind, viewSlice } from "../base/views.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
 import { releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
 import { DeviceTensor } from "../tensor/device_tensor.ts";
-import { DTYPES, type DType, type TypedArray, viewStorage } from "../tensor/dtype.ts";
-import { pinnedBuffer } from "../tensor/host_output.ts";
-import { frozenShape, matrixShape, SCALAR_SHAPE, vectorShape } from "../tensor/shape.ts";
-import { Tensor, trustedTensor } from "../tensor/tensor.ts";
-import {
-  ARRAY,
-  BARE_OBJECT,
-  DATA,
-  DEVICE,
-  errorFromMessage,
-  F,
-  FIELDS,
-  isMoved,
-  KEEPS_TENSOR,
-  LEAF,
-  MAP,
-  type Moved,
-  MOVED,
-  NATURAL,
-  PACKED,
-  PINNED,
-  type TensorExtra,
-} from "./message.ts";
-
-/** Parsed templates by their text; a loader sends one structure again and again. */
-const templates = new Map<string, (string | number)[][]>();
-const MAX_TEMPLATES = 64;
-
-function parsed(text: string): (string | number)[][] {
-  let template = templates.get(text);
-  if (template === undefined) {
-    if (templates.size >= MAX_TEMPLATES) templates.clear();
-    template = JSON.parse(text) as (string | number)[][];
-    templates.set(text, template);
-  }
-  return template;
-}
+import { type DType, DTYPE_SIZE, DTYPES } from "../tensor/dtype.ts";
+import { pinnedBuffer, releasePinned } from "../tensor/host_output.ts";
+import { ARRAY, BARE_OBJECT, checkedError, checkedTemplate, DATA, damaged, errorFromMessage, isMoved, LEAF, MAP, type Moved, PINNED, shown, type Template } from "./message.ts";
+import { checkRows, type Entry, type LeafPlan, pinnedLeaf, type Received } from "./take_rows.ts";
 
 /**
  * Takes a moved result on this thread, once: returns the value, whose
  * references are now this thread's (given back by dispose, disposeAll, the
  * garbage collector, or C when this thread exits). A moved error comes back
  * as an MtcError (or Error), returned, not thrown, with the sender's
- * stack. A message taken already, or dropped, is an MtcError
- * (MTC_ERR_INVALID_STATE).
+ * stack. A message taken already, dropped, or kept from another process is
+ * an MtcError (MTC_ERR_INVALID_STATE); one that is not as moveResult made
+ * it (edited or forged) is an MtcError (MTC_ERR_INVALID_ARGUMENT, naming
+ * the leaf where there is one), and nothing is taken: its parcel stays for
+ * {@link dropMoved} or a take of the message as it was sent.
  */
 export function takeResult<T>(message: Moved<T>): T {
   const m = readMessage(message);
-  if (m.error !== undefined) return errorFromMessage(m.error) as T;
-  const template = parsed(m.template);
-  if (m.parcel !== 0) {
-    const status = library().symbols.mtc_owner_take!(m.parcel, threadOwnerId());
-    if (status !== Status.MTC_OK) {
-      throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken already, or dropped (parcel ${m.parcel})`);
-    }
+  const lib = library();
+  if (m.error !== undefined) {
+    takeParcel(lib, m.parcel, describeParcel(lib, m.parcel, 0));
+    return errorFromMessage(m.error) as T;
   }
-  const leaves = makeLeaves(m, holdBlocks(m.blocks));
+  const template = checkedTemplate(m.template);
+  const plan = checkRows(m, template, (capacity) => describeParcel(lib, m.parcel, capacity));
+  takeParcel(lib, m.parcel, plan.entries);
+  const leaves = makeLeaves(lib, plan);
   if (m.root === LEAF) return leaves[0] as T;
   if (m.root === DATA) return m.data[0] as T;
   return build(template, leaves, m.data) as T;
 }
 
 /**
- * The message's fields, each read once (a getter on a message cannot change
- * what was checked), and checked for their kinds before anything is taken.
+ * The message's fields, each read once (a getter or a Proxy trap on a
+ * message cannot change what was checked), and checked for their kinds
+ * before anything is asked of C; the arrays are copied.
  */
-function readMessage(message: unknown): Required<Moved> {
-  const bad = () => new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
-  if (!isMoved(message)) throw bad();
-  const { parcel, sender, root, template, nums, dims, data, extras, blocks, error } = message as Required<Moved>;
-  const m = { mtc: MOVED, parcel, sender, root, template, nums, dims, data, extras, blocks, error } as Required<Moved>;
-  if (!Number.isSafeInteger(parcel) || parcel < 0) throw bad();
-  if (error !== undefined) return m;
-  const numbers = (x: unknown) => x instanceof Float64Array;
-  if (typeof template !== "string" || !numbers(nums) || !numbers(dims) || !numbers(blocks) || !Array.isArray(data) || typeof root !== "number") throw bad();
+export function readMessage(message: unknown): Received {
+  if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
+  const { parcel, root, template, nums, dims, data, extras, error } = message as unknown as Record<string, unknown>;
+  const bad = (what: string) => damaged("takeResult", what);
+  if (!Number.isSafeInteger(parcel) || (parcel as number) < 0) throw bad(`its parcel is ${shown(parcel)}, not an id`);
+  const m: Received = { parcel: parcel as number, root: 0, template: "", nums: EMPTY, dims: EMPTY, data: [], extras: null, error: undefined };
+  if (error !== undefined) {
+    m.error = checkedError(error);
+    return m;
+  }
+  if (root !== 0 && root !== LEAF && root !== DATA) throw bad(`its root is ${shown(root)}`);
+  if (typeof template !== "string") throw bad("its template is not a string");
+  if (viewKind(nums) !== "Float64Array" || viewKind(dims) !== "Float64Array") throw bad("its nums and dims are not Float64Arrays");
+  if (!Array.isArray(data)) throw bad("its data is not an array");
+  if (extras !== null && extras !== undefined && !Array.isArray(extras)) throw bad("its extras are neither null nor an array");
+  m.root = root;
+  m.template = template;
+  m.nums = viewSlice(nums as Float64Array);
+  m.dims = viewSlice(dims as Float64Array);
+  m.data = Array.prototype.slice.call(data);
+  m.extras = Array.isArray(extras) ? Array.prototype.slice.call(extras) : null;
   return m;
 }
 
-/** A holder for each block of the message (device: a BlockHolder; pinned: a buffer), adopting its ref. */
-function holdBlocks(blocks: Float64Array): (BlockHolder | ArrayBuffer)[] {
-  const lib = library();
-  const holders: (BlockHolder | ArrayBuffer)[] = [];
+const EMPTY = new Float64Array(0);
+
+const ENTRY_WORDS = 12; // 48 bytes
+
+/**
+ * What the parcel holds, from C: up to `capacity` entries, and refused when
+ * it holds another number of them (the message names blocks it does not
+ * hold, or leaves some unnamed). An id that is no live parcel of this
+ * process (taken, dropped, stale, forged) is MTC_ERR_INVALID_STATE.
+ */
+function describeParcel(lib: MtcLibrary, parcel: number, capacity: number): Entry[] {
+  const describe = lib.symbols.mtc_parcel_describe;
+  if (describe === undefined) {
+    if (parcel === 0 && capacity === 0) return [];
+    throw new MtcError(Status.MTC_ERR_UNSUPPORTED, "takeResult: this libmtc has no mtc_parcel_describe (older than the bindings): results in GPU or pinned memory cannot move");
+  }
+  if (parcel === 0) throw damaged("takeResult", "it names no parcel (every message of this libmtc has one)");
+  const words = new Uint32Array(Math.max(capacity, 1) * ENTRY_WORDS);
+  const count = new Uint32Array(1);
+  const status = describe(parcel, words, capacity, count);
+  if (status === Status.MTC_ERR_INVALID_STATE) {
+    throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken already, or dropped, or it was moved in another process (parcel ${parcel} is unknown here)`);
+  }
+  if (status !== Status.MTC_OK) throw damaged("takeResult", lib.symbols.mtc_last_error());
+  if (count[0] !== capacity) throw damaged("takeResult", `its leaves name ${capacity} blocks but its parcel holds ${count[0]}`);
+  const refs = new BigUint64Array(words.buffer);
+  const entries: Entry[] = [];
+  for (let i = 0, w = 0; i < capacity; i++, w += ENTRY_WORDS) {
+    entries.push({
+      ref: refs[w / 2]!,
+      block: words[w + 2]! + words[w + 3]! * 4294967296,
+      address: words[w + 4]! + words[w + 5]! * 4294967296,
+      bytes: words[w + 6]! + words[w + 7]! * 4294967296,
+      kind: words[w + 8]!,
+      device: words[w + 9]! | 0,
+      pinned: words[w + 10] === 1,
+    });
+  }
+  return entries;
+}
+
+/** Takes the parcel into this thread's owner if it still holds exactly `entries` (what was checked). */
+function takeParcel(lib: MtcLibrary, parcel: number, entries: Entry[]): void {
+  const take = lib.symbols.mtc_parcel_take;
+  if (take === undefined) return; // no parcels: describeParcel allowed only a message with no references
+  const refs = new BigUint64Array(Math.max(entries.length, 1));
+  for (let i = 0; i < entries.length; i++) refs[i] = entries[i]!.ref;
+  const status = take(parcel, threadOwnerId(), refs, entries.length);
+  if (status !== Status.MTC_OK) {
+    throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken meanwhile, or dropped (parcel ${parcel}): ${lib.symbols.mtc_last_error()}`);
+  }
+}
+
+/** Every leaf, in order, from its checked plan; the parcel's refs become the holders'. */
+function makeLeaves(lib: MtcLibrary, plan: { leaves: LeafPlan[]; entries: Entry[]; spans: number[] }): unknown[] {
+  const { entries, spans } = plan;
+  const holders: (BlockHolder | ArrayBuffer | null)[] = new Array(entries.length).fill(null);
   try {
-    for (let i = 0; i < blocks.length; i += 4) {
-      const block = blocks[i]!, ref = blocks[i + 1]!, base = blocks[i + 2]!, bytes = blocks[i + 3]!;
-      holders.push(bytes === 0 ? new BlockHolder(block, ref) : pinnedBuffer(lib, block, base, bytes, true, ref));
+    for (let b = 0; b < entries.length; b++) {
+      const e = entries[b]!;
+      const ref = Number(e.ref);
+      holders[b] = e.pinned ? pinnedBuffer(lib, e.block, e.address, spans[b]!, true, ref) : new BlockHolder(e.block, ref);
     }
-  } catch (e) {
-    // Refs with no holder yet are this thread's: give them back.
-    for (let i = holders.length * 4; i < blocks.length; i += 4) releaseBlockRef(blocks[i + 1]!);
-    throw e;
+    return plan.leaves.map((leaf) => makeLeaf(leaf, entries, holders));
+  } catch (error) {
+    // Not expected (everything was checked): give back what was taken.
+    holders.forEach((h, b) => {
+      if (h instanceof BlockHolder) {
+        h.acquire();
+        h.drop();
+      } else if (h !== null) releasePinned(new Uint8Array(h, 0, 0));
+      else releaseBlockRef(Number(entries[b]!.ref));
+    });
+    throw error;
   }
-  return holders;
 }
 
-/** The shape at `dims[at..at + ndim)`, frozen (small ones shared). */
-function shapeAt(dims: Float64Array, at: number, ndim: number): readonly number[] {
-  if (ndim === 0) return SCALAR_SHAPE;
-  if (ndim === 1) return vectorShape(dims[at]! | 0);
-  if (ndim === 2) return matrixShape(dims[at]! | 0, dims[at + 1]! | 0);
-  return frozenShape(Array.from(dims.subarray(at, at + ndim)));
-}
-
-/** Every leaf of the message, in order. */
-function makeLeaves(m: Required<Moved>, holders: (BlockHolder | ArrayBuffer)[]): unknown[] {
-  const nums = m.nums;
-  const dims = m.dims;
-  const count = nums.length / FIELDS;
-  const leaves = new Array<unknown>(count);
-  // Small integers as int32 (`| 0`): the rows are doubles, and an index or a
-  // field that is a double costs JavaScriptCore a slow path.
-  for (let leaf = 0, at = 0, dim = 0; leaf < count; leaf++, at += FIELDS) {
-    const kind = nums[at + F.kind]! | 0;
-    const dtype = DTYPES[nums[at + F.dtype]! | 0]!;
-    const ndim = nums[at + F.ndim]! | 0;
-    const shape = shapeAt(dims, dim, ndim);
-    dim += ndim;
-    const flags = nums[at + F.flags]! | 0;
-    const b = nums[at + F.block]! | 0;
-    if (kind === DEVICE) {
-      const holder = b < 0 ? null : holders[b] as BlockHolder;
-      if (holder !== null) holder.acquire();
-      leaves[leaf] = new DeviceTensor(
-        nums[at + F.a]!, shape, dtype, nums[at + F.device]! | 0, nums[at + F.bytes]!, holder === null ? 0 : holder.block,
-        nums[at + F.b]!, (flags & PACKED) !== 0, holder, (flags & KEEPS_TENSOR) !== 0,
-      );
-    } else if (kind === PINNED) {
-      leaves[leaf] = pinnedLeaf(holders[b] as ArrayBuffer, nums[at + F.a]!, nums[at + F.b]!, dtype, shape, flags, m.extras?.[leaf] ?? null);
-    } else {
-      const extra = m.extras![leaf]!;
-      leaves[leaf] = new Tensor(extra.data!, shape, dtype, extra.strides === undefined ? undefined : { strides: extra.strides, offset: extra.offset });
-    }
-  }
-  return leaves;
-}
-
-/** A pinned leaf of the receiver's buffer: `elements` at `byteOffset`, as the sender had it. */
-function pinnedLeaf(buffer: ArrayBuffer, byteOffset: number, elements: number, dtype: DType, shape: readonly number[], flags: number, extra: TensorExtra | null): TypedArray | Tensor {
-  const data = viewStorage(dtype, buffer, byteOffset, elements)!; // aligned: the sender's view was
-  if ((flags & NATURAL) !== 0) return data;
-  if (extra !== null) return new Tensor(data, shape, dtype, { strides: extra.strides!, offset: extra.offset });
-  return trustedTensor(data, shape, dtype);
+function makeLeaf(leaf: LeafPlan, entries: Entry[], holders: (BlockHolder | ArrayBuffer | null)[]): unknown {
+  if (leaf.made !== undefined) return leaf.made; // a pageable Tensor, made while checking
+  const dtype: DType = DTYPES[leaf.dtype]!;
+  if (leaf.kind === PINNED) return pinnedLeaf(holders[leaf.block] as ArrayBuffer, leaf, dtype);
+  if (leaf.block < 0) return new DeviceTensor(0, leaf.shape, dtype, leaf.device, 0, 0, 0, false, null, leaf.keepsTensor);
+  const holder = holders[leaf.block] as BlockHolder;
+  holder.acquire();
+  const e = entries[leaf.block]!;
+  const bytes = leaf.count * DTYPE_SIZE[dtype];
+  return new DeviceTensor(e.address + leaf.offset, leaf.shape, dtype, e.device, bytes, e.block, leaf.offset, leaf.packed, holder, leaf.keepsTensor);
 }
 
 /** The containers of `template`, filled with the leaves and the data in the order the sender visited them. */
-function build(template: (string | number)[][], leaves: unknown[], data: unknown[]): unknown {
-  const count = template.length;
+function build(template: Template, leaves: unknown[], data: unknown[]): unknown {
+  const containers = template.containers;
+  const count = containers.length;
   const made = new Array<unknown>(count);
   for (let c = 0; c < count; c++) {
-    const kind = template[c]![0];
+    const kind = containers[c]![0];
     made[c] = kind === ARRAY ? [] : kind === MAP ? new Map() : kind === BARE_OBJECT ? Object.create(null) : {};
   }
   let leaf = 0;
   let datum = 0;
   const value = (code: number) => (code === LEAF ? leaves[leaf++] : code === DATA ? data[datum++] : made[code]);
   for (let c = 0; c < count; c++) {
-    const entries = template[c]!;
+    const entries = containers[c]!;
     const kind = entries[0];
     const out = made[c];
     if (kind === ARRAY) {
@@ -182,7 +195,13 @@ function build(template: (string | number)[][], leaves: unknown[], data: unknown
       }
     } else {
       const object = out as Record<string, unknown>;
-      for (let i = 1; i < entries.length; i += 2) object[entries[i] as string] = value(entries[i + 1] as number);
+      for (let i = 1; i < entries.length; i += 2) {
+        const key = entries[i] as string;
+        const v = value(entries[i + 1] as number);
+        // "__proto__" assigned would set the prototype: an own key, as the sender had it.
+        if (key === "__proto__") Object.defineProperty(object, key, { value: v, writable: true, enumerable: true, configurable: true });
+        else object[key] = v;
+      }
     }
   }
   return made[0];

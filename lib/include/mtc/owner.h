@@ -24,8 +24,13 @@
  *    taken, released, dropped with its sender's other parcels, or the
  *    process exits;
  *  - any other grouping a C caller likes (flags 0), released explicitly.
- * Owners and refs are nonzero 64-bit ids, never reused, below 2^53 (exact
- * as JavaScript numbers). Every call here is safe from any thread. */
+ * Owners and refs are nonzero 64-bit ids below 2^53 (exact as JavaScript
+ * numbers), never reused in a process, and numbered apart (a ref's id is
+ * never an owner's). Each process numbers them under a random key of its
+ * own, so an id kept from another process (a message saved to a file, a
+ * forked or restarted worker) is unknown here but by a chance of N / 2^51
+ * for N live ids: 4.4e-10 with a million. Every call here is safe from any
+ * thread. */
 typedef uint64_t mtc_owner;
 typedef uint64_t mtc_ref;
 
@@ -59,7 +64,8 @@ MTC_API mtc_status mtc_owner_create(uint32_t flags, mtc_owner sender,
  * ignored. An owner already ended, or never made: MTC_ERR_INVALID_ARGUMENT.
  * Undefined: a thread still using a plan, block or event of the owner's
  * through its pointer (a thread's own owner is released at its exit, when
- * it cannot). */
+ * it cannot). This ends any owner: for a parcel named by a message another
+ * thread sent (untrusted), use mtc_parcel_drop, which ends parcels only. */
 MTC_API mtc_status mtc_owner_release(mtc_owner owner);
 
 /* 1 while the owner exists, 0 once it ended (released, taken, or its
@@ -108,7 +114,9 @@ MTC_API mtc_status mtc_ref_move(mtc_owner from, mtc_owner to, mtc_ref *refs,
  * refs keep their numbers: the message that carried them still names them.
  * A parcel taken, released or dropped already, or an owner that is not a
  * parcel: MTC_ERR_INVALID_STATE ("taken already or dropped"); `to` unknown
- * or the parcel itself: MTC_ERR_INVALID_ARGUMENT, taking nothing. */
+ * or the parcel itself: MTC_ERR_INVALID_ARGUMENT, taking nothing. A
+ * receiver that must not trust the message naming the parcel uses
+ * mtc_parcel_describe and mtc_parcel_take instead. */
 MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to);
 
 /* Releases every parcel sent by `sender` and not taken (messages lost with
@@ -116,5 +124,53 @@ MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to);
  * ended already; 0 drops nothing (a parcel of no sender is released only
  * by itself). */
 MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender);
+
+/* ------------------------------------------------- parcels, as received */
+
+/* A parcel's id reaches its receiver in a message that may have been
+ * edited, kept from another process, or forged; these calls check the id
+ * (a live parcel of this process) and say from C what each reference is,
+ * so that a receiver takes no address or size from the message. */
+
+/* One reference of a parcel, as mtc_parcel_describe says it is. */
+typedef struct mtc_parcel_entry {
+  mtc_ref ref;
+  /* The mtc_block, mtc_plan or mtc_event, as an address. */
+  uint64_t object;
+  /* A block's first byte and usable bytes (mtc_block_get_info); 0 and 0
+   * for a plan or an event. */
+  uint64_t address;
+  uint64_t bytes;
+  uint32_t kind; /* mtc_ref_kind */
+  /* A block's: MTC_DEVICE_CPU for host memory, else its CUDA device;
+   * MTC_DEVICE_CPU for a plan or an event. */
+  int32_t device;
+  uint32_t pinned; /* 1: a block of page-locked host memory */
+  uint32_t reserved0;
+} mtc_parcel_entry;
+
+/* Describes parcel's references without taking them: writes the first
+ * min(capacity, held) of them to out[], in the order the parcel was given
+ * them, and how many it holds to *count. MTC_ERR_INVALID_STATE when no live
+ * owner has the id (taken, dropped, or not made by this process);
+ * MTC_ERR_INVALID_ARGUMENT for an owner that is no parcel (a thread's). */
+MTC_API mtc_status mtc_parcel_describe(mtc_owner parcel, mtc_parcel_entry *out,
+                                       uint32_t capacity, uint32_t *count);
+
+/* Takes parcel whole into owner `to` and ends it, if it holds exactly
+ * refs[0..count) in the order mtc_parcel_describe lists them (what the
+ * caller checked); the refs keep their numbers. All or nothing: a parcel
+ * that holds other refs is MTC_ERR_INVALID_STATE and stays as it was; the
+ * id errors are mtc_parcel_describe's; `to` unknown or the parcel itself:
+ * MTC_ERR_INVALID_ARGUMENT. */
+MTC_API mtc_status mtc_parcel_take(mtc_owner parcel, mtc_owner to,
+                                   const mtc_ref *refs, uint32_t count);
+
+/* Releases a parcel nobody will take, and what it holds, as
+ * mtc_owner_release does; refuses every owner that is not a parcel
+ * (MTC_ERR_INVALID_ARGUMENT: a thread's owner is never ended this way), and
+ * an id no live owner has (MTC_ERR_INVALID_STATE: taken, dropped already,
+ * or of another process). */
+MTC_API mtc_status mtc_parcel_drop(mtc_owner parcel);
 
 #endif /* MTC_PUBLIC_OWNER_H */

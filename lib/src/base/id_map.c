@@ -1,11 +1,14 @@
 /* id_map.c — open addressing with linear probing, at most half full, and
  * removal by shifting later entries back (no tombstones, so a map that
- * sees ids come and go forever never degrades). */
+ * sees ids come and go forever never degrades); and id spaces. */
 #include "base/id_map.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Ids are handed out in sequence: Fibonacci hashing spreads them. */
+/* Ids differ in their low bits mostly: Fibonacci hashing spreads them. */
 static size_t home_of(const mtc_id_map *map, uint64_t id) {
   return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (map->capacity - 1);
 }
@@ -77,4 +80,50 @@ void *mtc_id_map_remove(mtc_id_map *map, uint64_t id) {
   map->values[hole] = NULL;
   map->count--;
   return value;
+}
+
+#define ID_MARK (1ull << 52)
+#define ID_KIND (1ull << 51)
+#define ID_LOW (MTC_ID_COUNTERS - 1)
+
+void mtc_id_space_init(mtc_id_space *space, uint64_t kind, uint64_t key) {
+  space->kind = kind ? ID_KIND : 0;
+  space->key = key & ID_LOW;
+  space->next = 1;
+}
+
+uint64_t mtc_id_space_next(mtc_id_space *space) {
+  if (space->next == 0 || space->next >= MTC_ID_COUNTERS) return 0;
+  uint64_t counter = space->next++;
+  return ID_MARK | space->kind | (counter ^ space->key);
+}
+
+int mtc_id_space_issued(const mtc_id_space *space, uint64_t id) {
+  if ((id & ~ID_LOW) != (ID_MARK | space->kind)) return 0;
+  uint64_t counter = (id & ID_LOW) ^ space->key;
+  return counter >= 1 && counter < space->next;
+}
+
+/* splitmix64's finalizer: every input bit moves every output bit. */
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t mtc_id_random_key(void) {
+  uint64_t key = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f != NULL) {
+    size_t got = fread(&key, sizeof key, 1, f);
+    fclose(f);
+    if (got == 1) return key;
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uintptr_t here = (uintptr_t)&now;
+  return mix((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^
+         mix((uint64_t)getpid() << 32 ^ (uint64_t)here);
 }

@@ -1,9 +1,10 @@
 /* owner.c — owners (mtc/owner.h): create, release, the thread-exit release
- * of MTC_OWNER_THREAD owners, and parcels taken or dropped. The ledger is
- * owner_table.c's; what an ended owner held is released here, after its
- * lock is let go. */
+ * of MTC_OWNER_THREAD owners, and parcels described, taken or dropped. The
+ * ledger is owner_table.c's; what an ended owner held is released here,
+ * after its lock is let go. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/keep_loaded.h"
@@ -238,4 +239,135 @@ MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender) {
   mtc_owners_unlock();
   mtc_ref_entries_release(held, 1);
   return dropped;
+}
+
+/* The live parcel `id`; else NULL with the last error set:
+ * MTC_ERR_INVALID_STATE when no live owner has the number (taken, dropped,
+ * never made in this process), MTC_ERR_INVALID_ARGUMENT for an owner that
+ * is no parcel. Lock held. */
+static mtc_owner_record *parcel_locked(mtc_owner id, const char *call,
+                                       mtc_status *status) {
+  mtc_owner_record *owner = mtc_owner_find_locked(id);
+  if (owner == NULL) {
+    *status = mtc_error_set(MTC_ERR_INVALID_STATE,
+                            "%s: no parcel %llu here (taken already, "
+                            "dropped, or not made by this process)",
+                            call, (unsigned long long)id);
+  } else if (!(owner->flags & MTC_OWNER_PARCEL)) {
+    const char *kind = (owner->flags & MTC_OWNER_THREAD) ? "a thread's owner" : "an owner";
+    *status = mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "%s: owner %llu is no parcel (%s)",
+                            call, (unsigned long long)id, kind);
+    owner = NULL;
+  } else {
+    *status = MTC_OK;
+  }
+  return owner;
+}
+
+/* The parcel's last ref: the first it was given (refs are linked newest
+ * first). */
+static mtc_ref_entry *oldest_ref(const mtc_owner_record *parcel) {
+  mtc_ref_entry *e = parcel->refs;
+  while (e != NULL && e->next != NULL) e = e->next;
+  return e;
+}
+
+static void describe(const mtc_ref_entry *e, mtc_parcel_entry *out) {
+  memset(out, 0, sizeof *out);
+  out->ref = e->ref;
+  out->object = (uint64_t)(uintptr_t)e->object;
+  out->kind = e->kind;
+  out->device = MTC_DEVICE_CPU;
+  if (e->kind != MTC_REF_BLOCK) return;
+  mtc_block_info info = {.struct_size = sizeof info};
+  if (mtc_block_get_info(e->object, &info) != MTC_OK) return;
+  out->address = info.address;
+  out->bytes = info.bytes;
+  out->device = info.device;
+  out->pinned = info.pinned;
+}
+
+MTC_API mtc_status mtc_parcel_describe(mtc_owner parcel, mtc_parcel_entry *out,
+                                       uint32_t capacity, uint32_t *count) {
+  if (count == NULL || (out == NULL && capacity > 0)) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_parcel_describe: count must not be NULL, nor "
+                         "out when capacity > 0");
+  }
+  *count = 0;
+  mtc_status status;
+  mtc_owners_lock();
+  mtc_owner_record *owner = parcel_locked(parcel, "mtc_parcel_describe", &status);
+  if (owner != NULL && owner->ref_count > UINT32_MAX) {
+    status = mtc_error_set(MTC_ERR_INVALID_STATE,
+                           "mtc_parcel_describe: parcel %llu holds more than "
+                           "2^32 - 1 refs",
+                           (unsigned long long)parcel);
+    owner = NULL;
+  }
+  if (owner != NULL) {
+    uint32_t i = 0;
+    for (mtc_ref_entry *e = oldest_ref(owner); e != NULL && i < capacity; e = e->prev) {
+      describe(e, &out[i++]);
+    }
+    *count = (uint32_t)owner->ref_count;
+  }
+  mtc_owners_unlock();
+  return status;
+}
+
+/* 1 when parcel holds exactly refs[0..count), in the order it was given
+ * them. Lock held. */
+static int holds_exactly(const mtc_owner_record *parcel, const mtc_ref *refs,
+                         uint32_t count) {
+  if (parcel->ref_count != count) return 0;
+  uint32_t i = 0;
+  for (mtc_ref_entry *e = oldest_ref(parcel); e != NULL; e = e->prev) {
+    if (refs[i++] != e->ref) return 0;
+  }
+  return 1;
+}
+
+MTC_API mtc_status mtc_parcel_take(mtc_owner parcel, mtc_owner to,
+                                   const mtc_ref *refs, uint32_t count) {
+  if (refs == NULL && count > 0) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "mtc_parcel_take: refs must not be NULL");
+  }
+  mtc_status status;
+  mtc_owners_lock();
+  mtc_owner_record *from = parcel_locked(parcel, "mtc_parcel_take", &status);
+  mtc_owner_record *into = NULL;
+  if (from != NULL && parcel == to) {
+    status = mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "mtc_parcel_take: parcel %llu cannot take itself",
+                           (unsigned long long)parcel);
+  } else if (from != NULL && (into = mtc_owner_expect_locked(to, "to owner")) == NULL) {
+    status = MTC_ERR_INVALID_ARGUMENT;
+  } else if (from != NULL && !holds_exactly(from, refs, count)) {
+    status = mtc_error_set(MTC_ERR_INVALID_STATE,
+                           "mtc_parcel_take: parcel %llu does not hold "
+                           "exactly the %u refs given (changed since it "
+                           "was described)",
+                           (unsigned long long)parcel, (unsigned)count);
+  }
+  if (status == MTC_OK) {
+    while (from->refs != NULL) mtc_ref_hand_over_locked(from->refs, into);
+    (void)mtc_owner_end_locked(from); /* holds nothing now */
+  }
+  mtc_owners_unlock();
+  return status;
+}
+
+MTC_API mtc_status mtc_parcel_drop(mtc_owner parcel) {
+  mtc_status status;
+  mtc_owners_lock();
+  mtc_owner_record *owner = parcel_locked(parcel, "mtc_parcel_drop", &status);
+  if (owner != NULL) ending_add_locked(parcel);
+  mtc_ref_entry *held = owner ? mtc_owner_end_locked(owner) : NULL;
+  mtc_owners_unlock();
+  if (owner == NULL) return status;
+  mtc_ref_entries_release(held, 1);
+  ending_done(parcel);
+  return MTC_OK;
 }

@@ -9,39 +9,41 @@
 #include "base/error.h"
 #include "base/id_map.h"
 
-/* Ids stay exact as JavaScript numbers. */
-#define ID_LIMIT (1ull << 53)
-
 static pthread_mutex_t ledger_lock = PTHREAD_MUTEX_INITIALIZER;
 static mtc_id_map owners; /* id -> mtc_owner_record */
 static mtc_id_map refs;   /* ref -> mtc_ref_entry */
-static uint64_t next_owner = 1, next_ref = 1;
+/* Owners and refs are numbered apart (one can never pass for the other),
+ * each under a key of this process's (base/id_map.h), so that an id kept
+ * from another process is unknown here. */
+static mtc_id_space owner_ids, ref_ids;
 static mtc_owner_record *parcels;
 static uint64_t parcel_count;
 
-void mtc_owners_lock(void) { pthread_mutex_lock(&ledger_lock); }
+void mtc_owners_lock(void) {
+  pthread_mutex_lock(&ledger_lock);
+  if (owner_ids.next == 0) {
+    mtc_id_space_init(&owner_ids, 0, mtc_id_random_key());
+    mtc_id_space_init(&ref_ids, 1, mtc_id_random_key());
+  }
+}
 
 void mtc_owners_unlock(void) { pthread_mutex_unlock(&ledger_lock); }
 
 mtc_owner_record *mtc_owner_new_locked(uint32_t flags, mtc_owner sender) {
-  if (next_owner >= ID_LIMIT) {
-    mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "owner ids are used up (2^53)");
-    return NULL;
-  }
   mtc_owner_record *owner = calloc(1, sizeof *owner);
   if (owner == NULL) {
     mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
     return NULL;
   }
-  owner->id = next_owner;
+  owner->id = mtc_id_space_next(&owner_ids);
   owner->flags = flags;
   owner->sender = (flags & MTC_OWNER_PARCEL) ? sender : 0;
-  if (mtc_id_map_put(&owners, owner->id, owner) != 0) {
+  if (owner->id == 0 || mtc_id_map_put(&owners, owner->id, owner) != 0) {
+    mtc_error_set(MTC_ERR_OUT_OF_MEMORY, owner->id == 0 ? "owner ids are used up (2^51)"
+                                                        : "out of host memory");
     free(owner);
-    mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
     return NULL;
   }
-  next_owner++;
   if (flags & MTC_OWNER_PARCEL) {
     owner->parcel_next = parcels;
     if (parcels != NULL) parcels->parcel_prev = owner;
@@ -58,9 +60,10 @@ mtc_owner_record *mtc_owner_find_locked(mtc_owner id) {
 mtc_owner_record *mtc_owner_expect_locked(mtc_owner id, const char *what) {
   mtc_owner_record *owner = mtc_id_map_get(&owners, id);
   if (owner != NULL) return owner;
-  if (id == 0 || id >= next_owner) {
-    mtc_error_set(MTC_ERR_INVALID_ARGUMENT, "%s %llu is unknown (no owner has that number)", what,
-                  (unsigned long long)id);
+  if (!mtc_id_space_issued(&owner_ids, id)) {
+    mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                  "%s %llu is unknown (no owner of this process has that number)",
+                  what, (unsigned long long)id);
   } else {
     mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                   "%s %llu has ended (released, taken, or its thread exited)",
@@ -124,14 +127,13 @@ static void unlink_locked(mtc_ref_entry *entry) {
 }
 
 mtc_status mtc_ref_file_locked(mtc_owner_record *owner, mtc_ref_entry *entry) {
-  if (next_ref >= ID_LIMIT) {
-    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "ref ids are used up (2^53)");
+  entry->ref = mtc_id_space_next(&ref_ids);
+  if (entry->ref == 0) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "ref ids are used up (2^51)");
   }
-  entry->ref = next_ref;
   if (mtc_id_map_put(&refs, entry->ref, entry) != 0) {
     return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  next_ref++;
   link_locked(owner, entry);
   return MTC_OK;
 }
