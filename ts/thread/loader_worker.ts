@@ -19,7 +19,7 @@ import { startCopy } from "../copy/start_copy.ts";
 import type { Device } from "../gpu/device.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { runtime } from "../base/runtime.ts";
-import { dropMoved, type Moved, movedError, moveResult, threadOwner } from "./move.ts";
+import { type Moved, movedError, moveResult, threadOwner } from "./move.ts";
 import { describeValue, producerError, unsendableError, unsentError, workerFailure } from "./loader_errors.ts";
 import type { FromWorker, StartMessage, ToWorker } from "./loader_protocol.ts";
 
@@ -158,15 +158,15 @@ function sendableError(error: Error, index: number): Moved {
 
 /**
  * Posts batch `index` (or its error); false once the stream ended. A batch
- * postMessage cannot clone is given back here and becomes its error,
- * naming the value; so does an error it cannot clone.
+ * postMessage cannot clone becomes its error, naming the value; an error
+ * it cannot clone becomes one of ours.
  */
 function post(index: number, moved: Moved, batch: unknown): boolean {
   const isError = movedError(moved);
   try {
     scope.postMessage({ kind: "batch", index, moved });
   } catch (cause) {
-    dropMoved(moved); // nobody will take it: its references go back now
+    // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
     const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);
     scope.postMessage({ kind: "batch", index, moved: moveResult(error) });
     finished = true;
