@@ -14,6 +14,7 @@ import { fakeDriver, skipWithoutDriver, tick } from "./fake_driver.ts";
 import { assert, assertRejects, assertSame, assertThrows, note, runner, test } from "./harness.ts";
 import { assertBack, mark } from "./fixtures/loader_checks.ts";
 import { ENDINGS, THROWN, UNSENDABLE } from "./fixtures/loader_failing.ts";
+import { runScript } from "./fixtures/spawn.ts";
 import { toHost } from "./fixtures/threads.ts";
 
 const PRODUCERS = new URL("./fixtures/loader_failing.ts", import.meta.url);
@@ -54,6 +55,16 @@ async function takeFirst(loader: Loader<Small>, count: number): Promise<void> {
   }
 }
 
+/** Takes batches 1 and 2 (after takeFirst(loader, 1)). */
+async function takeFirst2(loader: Loader<Small>): Promise<void> {
+  for (const i of [1, 2]) {
+    const { value, done } = await settles(loader.next(), `batch ${i}`);
+    assert(done !== true, `batch ${i} came`);
+    assertSame(value.index, i, "in index order");
+    disposeAll(value);
+  }
+}
+
 /** The next next() rejects with an MtcError of `code` whose message has `includes`; then the loader is done, and its memory back. */
 async function expectEnd(loader: Loader<Small>, code: string, includes: string, m: ReturnType<typeof mark>, what: string): Promise<MtcError> {
   const e = await assertRejects(() => settles(loader.next(), what), MtcError, includes);
@@ -88,7 +99,7 @@ test("loader errors: a producer that throws or rejects with something that is no
 test("loader errors: a producer's Error that cannot cross as it is becomes an MtcError saying so, at its batch", async () => {
   const cases: [string, string][] = [
     ["strangeCause", "the error of batch 2 cannot be sent to the loader's thread: Error: with a strange cause"],
-    ["symbolName", "the error of batch 2 cannot be sent to the loader's thread"],
+    ["functionStack", "the error of batch 2 cannot be sent to the loader's thread"],
   ];
   for (const [kind, includes] of cases) {
     const m = mark();
@@ -182,6 +193,32 @@ test("loader errors: an uncaught error or unhandled rejection in a worker, outsi
     const byEvent = runner === "bun" && !e.message.includes("outside the producer's call");
     assert(e.message.endsWith(byEvent ? event : said), `${kind}: ${e.message}`);
     if (!byEvent && kind !== "bareReason") assert(String(e.cause).includes(event), `${kind}: the error as its cause: ${e.cause}`);
+  }
+}, { skip, timeout: 120_000 });
+
+test("loader errors: a worker that fails after its last batch was sent changes nothing: the stream ends as it would", async () => {
+  const m = mark();
+  const loader = loaderOf("lastThenFail", { at: 2, kind: "" }, { batches: 3, depth: 3 });
+  await takeFirst(loader, 1);
+  await tick(200); // batches 1 and 2 and whatever the worker sent after them have arrived
+  await takeFirst2(loader);
+  assertSame((await settles(loader.next(), "the end")).done, true, "the stream ends after batch 2");
+  await loader.close();
+  await assertBack(m, "failed after its last batch");
+}, { skip, timeout: 60_000 });
+
+const CHILD = new URL("./fixtures/loader_child_errors.ts", import.meta.url).pathname;
+
+test("loader errors: in a script, a worker reports its own uncaught errors and rejections at their batch, and nothing is printed", async () => {
+  for (const kind of Object.keys(OUTSIDE)) {
+    const r = await runScript(CHILD, [kind], { FAKE_CUDA_QUIET: "", FAKE_CUDA_LOG: "" });
+    const shown = `${kind}: code ${r.code}, signal ${r.signal}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
+    assert(r.stdout.includes("took batch 0\ntook batch 1\n"), `the batches before it: ${shown}`);
+    const said = JSON.parse(r.stdout.split("\n").find((line) => line.startsWith("{")) ?? "null");
+    assert(said !== null && said.mtc === true && said.code === "MTC_ERR_INVALID_STATE", `an MtcError: ${shown}`);
+    assert(said.message.endsWith(`loader worker 0 failed before batch 2: ${OUTSIDE[kind]![0]}`), `the worker's own report: ${shown}`);
+    assertSame(r.stderr, "", `nothing on stderr: ${shown}`);
+    assertSame(r.code, 0, shown);
   }
 }, { skip, timeout: 120_000 });
 
