@@ -6,12 +6,12 @@
 // the workers still copy. Few workers where their number does not matter:
 // `deno test` type-checks each worker's modules as it starts (about 1 s).
 import { DeviceTensor, disposeAll, type Loader, type LoaderOptions, MtcError, startLoader } from "../../ts/mod.ts";
-import { library } from "../../ts/ffi/library.ts";
 import { hasOwners } from "../../ts/ffi/owner.ts";
 import { forEachLeaf } from "../../examples/example_batch.ts";
 import { fakeDriver, skipWithoutDriver, tick, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertRejects, assertSame, assertThrows, note, runner, test } from "./harness.ts";
-import { assertPoolsBack, checkBatch, type PoolMark, poolMark, Tally } from "./fixtures/checks.ts";
+import { checkBatch, Tally } from "./fixtures/checks.ts";
+import { assertBack, mark } from "./fixtures/loader_checks.ts";
 import { type PatternedBatch, patternedBatch } from "./fixtures/loader_batches.ts";
 import { runScript } from "./fixtures/spawn.ts";
 import { toHost } from "./fixtures/threads.ts";
@@ -26,36 +26,6 @@ if (skip !== undefined) note(`loader tests skipped: ${skip}`);
 function loaderOf<T = PatternedBatch & { worker: number }>(producer: string, options: Partial<LoaderOptions> = {}): Loader<T> {
   return startLoader<T>({ module: PRODUCERS, export: producer, device: "cuda:0", ...options });
 }
-
-interface Mark {
-  pools: PoolMark;
-  parcels: number;
-}
-
-function parcelsLive(): number {
-  return Number(library().symbols.mtc_parcels_live?.() ?? 0);
-}
-
-function mark(): Mark {
-  return { pools: poolMark(), parcels: parcelsLive() };
-}
-
-/**
- * Fails unless the pools and the parcels in transit come back to `m` (the
- * loader closed first). A worker's owner ends as its thread exits, and what
- * it held is released just after, a plan once its copy is over: allowed a
- * moment.
- */
-async function assertBack(m: Mark, what: string): Promise<void> {
-  const back = () => {
-    const now = poolMark();
-    return (Object.keys(now) as (keyof PoolMark)[]).every((key) => now[key] <= m.pools[key]) && parcelsLive() <= m.parcels;
-  };
-  for (let waited = 0; !back() && waited < 2000; waited += 5) await tick(5);
-  assertPoolsBack(m.pools, what);
-  assert(parcelsLive() <= m.parcels, `${what}: parcels in transit ${m.parcels} → ${parcelsLive()}`);
-}
-
 
 /** Checks batch `index` as the loader handed it out: every leaf on cuda:0, every byte as made. */
 function checkPatterned(batch: PatternedBatch, index: number): void {

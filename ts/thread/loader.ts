@@ -10,9 +10,9 @@ import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "../copy/opt
 import { type AbortSignalLike, readSignal } from "../copy/wait_limit.ts";
 import { type Device, parseDevice } from "../gpu/device.ts";
 import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
-import { unrefTimer } from "../base/runtime.ts";
-import { dropMoved, dropMovedFrom, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
-import type { FromWorker, StartMessage, ToWorker } from "./loader_protocol.ts";
+import { dropMoved, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
+import type { FromWorker, StartMessage } from "./loader_protocol.ts";
+import { type LoaderWorker, newWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
 
 /** Options of {@link startLoader}. */
 export interface LoaderOptions {
@@ -66,18 +66,11 @@ declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
 const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "./loader_worker.ts", import.meta.url);
 
-/** How long close() waits for the workers' threads to end before it terminates them. */
-const THREAD_END_WAIT_MS = 1000;
+/** Only this module holds it: a Loader is made by startLoader, whose checks its constructor relies on. */
+const MADE_HERE = Symbol("made by startLoader");
 
-/** The little of a Worker the loader uses (both runtimes have web Workers). */
-interface LoaderWorker {
-  onmessage: ((event: { data: FromWorker }) => void) | null;
-  onerror: ((event: { message?: string; preventDefault?(): void }) => void) | null;
-  onmessageerror: ((event: unknown) => void) | null;
-  postMessage(message: ToWorker): void;
-  terminate(): void;
-}
-const WorkerClass = (globalThis as unknown as { Worker: new (url: URL, options: { type: "module" }) => LoaderWorker }).Worker;
+/** startLoader's way to the private constructor. */
+let makeLoader: <T>(start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) => Loader<T>;
 
 interface Waiter<T> {
   resolve(result: IteratorResult<T, undefined>): void;
@@ -143,7 +136,7 @@ export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
   };
   // Workers with no batch to make are not started.
   const started = batches === undefined ? workers : Math.min(workers, batches);
-  return new Loader<T>(start, started, depth, signal);
+  return makeLoader<T>(start, started, depth, signal);
 }
 
 /**
@@ -163,6 +156,12 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   /** The stream ends before this index. */
   #end: number;
   readonly #waiters: Waiter<T>[] = [];
+  /** Per worker: the error its thread's error event (or a message that could not be read) said it failed with. */
+  readonly #failed: (((index: number) => MtcError) | undefined)[] = [];
+  /** Per worker: seen ended or failed once by #watch, while the stream needed it. */
+  readonly #seenEnded: boolean[] = [];
+  /** The timer of #watch, while a next() waits. */
+  #watchTimer: ReturnType<typeof setTimeout> | null = null;
   /** What the next next() rejects with (a worker that failed, the signal). */
   #failure: { error: unknown } | null = null;
   #closed = false;
@@ -173,8 +172,9 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     this.#fail(reason !== undefined ? reason : new DOMException("the loader was aborted", "AbortError"));
   };
 
-  /** @internal Made by startLoader. */
-  constructor(start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) {
+  /** Made by {@link startLoader}: `new Loader()` throws MtcError. */
+  private constructor(made: symbol, start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) {
+    if (made !== MADE_HERE) throw invalidArgument("new Loader(): a Loader is made by startLoader");
     this.#depth = depth;
     this.#end = start.batches ?? Infinity;
     this.#signal = signal;
@@ -191,15 +191,26 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     }
   }
 
+  static {
+    makeLoader = (start, workers, depth, signal) => new Loader(MADE_HERE, start, workers, depth, signal);
+  }
+
   #startWorker(worker: number, start: StartMessage): void {
-    const thread = new WorkerClass(WORKER_URL, { type: "module" });
+    const thread = newWorker(WORKER_URL);
     this.#workers.push(thread);
     thread.onmessage = (event) => this.#receive(worker, event.data);
+    // A worker reports its own failures as batch errors; these come when it
+    // could not (under `bun test`, its uncaught errors come only here, and
+    // the worker ends). It is asked to stop, and the batch of its that a
+    // next() then waits for gets the error.
     thread.onerror = (event) => {
       event.preventDefault?.(); // the loader reports it; the process goes on
-      this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: worker ${worker} failed: ${event.message ?? "an uncaught error"}`));
+      const message = typeof event.message === "string" ? event.message : "";
+      this.#workerFailed(worker, (index) => workerFailedError(worker, index, Status.MTC_ERR_INVALID_STATE, message));
     };
-    thread.onmessageerror = () => this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: a message of worker ${worker} could not be read`));
+    thread.onmessageerror = () => {
+      this.#workerFailed(worker, (index) => workerFailedError(worker, index, Status.MTC_ERR_INTERNAL, "one of its messages could not be read here"));
+    };
     try {
       thread.postMessage(start);
     } catch (cause) {
@@ -249,13 +260,14 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       } else {
         const index = this.#next;
         const moved = this.#arrived.get(index);
-        if (moved === undefined) return;
+        if (moved === undefined) return this.#watch();
         this.#arrived.delete(index);
         this.#next++;
         this.#waiters.shift();
         this.#take(index, moved, waiter);
       }
     }
+    this.#unwatch(); // nobody waits
   }
 
   #take(index: number, moved: Moved, waiter: Waiter<T>): void {
@@ -271,6 +283,43 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     }
     this.#workers[worker]!.postMessage({ kind: "credit", count: 1 });
     waiter.resolve({ done: false, value: value as T });
+  }
+
+  /**
+   * While a next() waits: looks every WATCH_MS whether the thread of the
+   * worker that makes the batch it waits for ended on its own (a producer
+   * that called close() or process.exit()): that batch will never come, and
+   * the stream ends there. The timer holds the process, as the waiting
+   * next() does.
+   */
+  #watch(): void {
+    if (this.#watchTimer !== null || this.#closed) return;
+    this.#watchTimer = setTimeout(() => {
+      this.#watchTimer = null;
+      if (this.#closed || this.#waiters.length === 0) return;
+      const worker = this.#next % this.#workers.length;
+      const owner = this.#owners[worker]; // none yet, and no error: it has made nothing, and is waited for
+      const failed = this.#failed[worker];
+      if (failed !== undefined || (owner !== undefined && !ownerAlive(owner))) {
+        // Seen twice, WATCH_MS apart: what it posted before it ended has arrived.
+        if (this.#seenEnded[worker] === true) this.#failure = { error: (failed ?? ((index) => threadEndedError(worker, index)))(this.#next) };
+        this.#seenEnded[worker] = true;
+      }
+      this.#settle();
+    }, WATCH_MS);
+  }
+
+  /** Worker `worker` failed (its error event): it is asked to stop, and #watch gives its next missing batch `error`. */
+  #workerFailed(worker: number, error: (index: number) => MtcError): void {
+    if (this.#closed || this.#failed[worker] !== undefined) return;
+    this.#failed[worker] = error;
+    if (this.#owners[worker] !== undefined) this.#workers[worker]!.postMessage({ kind: "stop" });
+    this.#settle();
+  }
+
+  #unwatch(): void {
+    if (this.#watchTimer !== null) clearTimeout(this.#watchTimer);
+    this.#watchTimer = null;
   }
 
   /** Ends the stream with `error`, given to the next next(); stops the workers. */
@@ -320,6 +369,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   #shutdown(): Promise<void> {
     if (this.#closing !== null) return this.#closing;
     this.#closed = true;
+    this.#unwatch();
     this.#signal?.removeEventListener("abort", this.#onAbort);
     for (const moved of this.#arrived.values()) dropMoved(moved);
     this.#arrived.clear();
@@ -333,51 +383,4 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
 function fromWorker(error: unknown, index: number, worker: number): unknown {
   if (error instanceof Error) error.stack = `${error.stack ?? `${error.name}: ${error.message}`}\n    at batch ${index} in loader worker ${worker}`;
   return error;
-}
-
-/**
- * Ends the workers and drops the parcels they sent that nobody took
- * (messages lost with them). A worker asked to stop ends its thread
- * between two steps, and its owner ends with it: from then on it sends
- * nothing, and what it sent can be dropped. One that does not end within
- * THREAD_END_WAIT_MS (a producer busy for long) is terminated, and its
- * parcels are dropped, on a timer that does not keep the process alive,
- * once its thread ended. A worker that never said its owner got no credit
- * and sent nothing: it is terminated at once.
- */
-async function stopWorkers(workers: LoaderWorker[], owners: (number | undefined)[]): Promise<void> {
-  const running: { thread: LoaderWorker; owner: number }[] = [];
-  workers.forEach((thread, i) => {
-    const owner = owners[i];
-    if (owner === undefined) {
-      thread.terminate();
-    } else {
-      thread.postMessage({ kind: "stop" });
-      running.push({ thread, owner });
-    }
-  });
-  const started = performance.now();
-  let alive = dropEnded(running);
-  for (let pause = 1; alive.length > 0 && performance.now() - started < THREAD_END_WAIT_MS; pause = Math.min(2 * pause, 20)) {
-    await new Promise((resolve) => setTimeout(resolve, pause));
-    alive = dropEnded(alive);
-  }
-  for (const { thread } of running) thread.terminate();
-  if (alive.length > 0) watchOwners(alive);
-}
-
-function watchOwners(workers: { owner: number }[]): void {
-  unrefTimer(setTimeout(() => {
-    const alive = dropEnded(workers);
-    if (alive.length > 0) watchOwners(alive);
-  }, 100));
-}
-
-/** Drops what each ended owner left in transit; returns the workers whose owner is still alive. */
-function dropEnded<W extends { owner: number }>(workers: W[]): W[] {
-  return workers.filter(({ owner }) => {
-    if (ownerAlive(owner)) return true;
-    dropMovedFrom(owner);
-    return false;
-  });
 }

@@ -4,6 +4,13 @@
  * it, copies it to the device and moves the result to the loader, at most
  * as many ahead as the loader's credits allow.
  *
+ * Whatever goes wrong ends the stream at a batch's turn with an Error: a
+ * producer's throw (an Error as it is, anything else described in an
+ * MtcError), a batch postMessage cannot send (the path of the value), an
+ * uncaught error or unhandled rejection outside the producer's call (this
+ * worker then ends). A thread ended by the producer itself is seen by the
+ * loader (its owner ends).
+ *
  * @module
  */
 
@@ -11,19 +18,36 @@ import type { CopyOptions } from "../copy/options.ts";
 import { startCopy } from "../copy/start_copy.ts";
 import type { Device } from "../gpu/device.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
-import { movedError, moveResult, threadOwner } from "./move.ts";
+import { runtime } from "../base/runtime.ts";
+import { type Moved, movedError, moveResult, threadOwner } from "./move.ts";
+import { describeValue, producerError, unsendableError, unsentError, workerFailure } from "./loader_errors.ts";
 import type { FromWorker, StartMessage, ToWorker } from "./loader_protocol.ts";
 
 type Producer = (index: number, context: { worker: number; workers: number; args: unknown }) => unknown;
 
+interface FailureEvent {
+  readonly error?: unknown;
+  readonly reason?: unknown;
+  preventDefault(): void;
+}
+
 const scope = globalThis as unknown as {
   onmessage: ((event: { data: ToWorker }) => void) | null;
   postMessage(message: FromWorker): void;
-  close(): void;
+  /** A web worker's own end; Bun's workers have none. */
+  close?(): void;
+  addEventListener(type: "error" | "unhandledrejection", listener: (event: FailureEvent) => void): void;
 };
+const nodeProcess = (globalThis as unknown as {
+  process?: { exit(code: number): void; on(event: "uncaughtException" | "unhandledRejection", listener: (reason: unknown) => void): void };
+}).process;
 
 let credits = 0;
 let wake: (() => void) | null = null;
+/** This worker's number and the batch it makes now (or next): where a failure outside the producer's call ends the stream. */
+let making: { worker: number; index: number } | null = null;
+/** Set once this worker sent its last message (an error, or the end): it sends nothing more. */
+let finished = false;
 
 scope.onmessage = ({ data }) => {
   if (data.kind === "start") {
@@ -32,11 +56,51 @@ scope.onmessage = ({ data }) => {
     credits += data.count;
     wake?.();
   } else {
-    scope.close(); // between two steps: C gives back what this thread held as it ends
+    endThread(); // between two steps: C gives back what this thread held as it ends
   }
 };
+
+// Code of the producer module's that fails outside the producer's call (a
+// timer, a promise nobody awaited) ends this worker, and the stream at the
+// batch it was making: said here, before the runtime ends the worker
+// silently (Bun) or prints the error (Deno). Set before the library's own
+// listeners, which then see the event handled and leave its copies be.
+if (runtime === "bun") {
+  nodeProcess?.on("uncaughtException", (error) => failed(error, "an uncaught error"));
+  nodeProcess?.on("unhandledRejection", (reason) => failed(reason, "an unhandled rejection"));
+} else {
+  scope.addEventListener("error", (event) => {
+    event.preventDefault();
+    failed(event.error, "an uncaught error");
+  });
+  scope.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    failed(event.reason, "an unhandled rejection");
+  });
+}
+
 // First of all: the loader gives credits only once it knows the owner.
 scope.postMessage({ kind: "owner", owner: threadOwner() });
+
+/**
+ * Ends this thread; C gives back what it held as it ends. A web worker
+ * closes itself; a Bun worker has no close(), and process.exit() there ends
+ * the worker only.
+ */
+function endThread(): void {
+  if (typeof scope.close === "function") scope.close();
+  else nodeProcess?.exit(0);
+}
+
+/** An error thrown outside the producer's call: the stream ends at the batch being made, and so does this worker. */
+function failed(reason: unknown, uncaught: "an uncaught error" | "an unhandled rejection"): void {
+  if (!finished && making !== null) {
+    const { worker, index } = making;
+    post(index, sendableError(workerFailure(reason, uncaught, worker, index), index), null);
+  }
+  finished = true;
+  endThread();
+}
 
 /** Waits for a credit and takes it. */
 async function takeCredit(): Promise<void> {
@@ -52,6 +116,7 @@ async function produceAll(start: StartMessage): Promise<void> {
   // worker's memory is never read after it is gone).
   const options: CopyOptions = { ...start.copyOptions };
   options.useBackgroundThread ??= false;
+  making = { worker, index: worker };
   let produce: Producer | undefined;
   let failure: unknown;
   try {
@@ -60,22 +125,55 @@ async function produceAll(start: StartMessage): Promise<void> {
     failure = error;
   }
   for (let index = worker; batches === null || index < batches; index += workers) {
+    making = { worker, index };
     await takeCredit();
-    let message: FromWorker;
+    let batch: unknown = null;
+    let moved: Moved;
     try {
       if (produce === undefined) throw failure;
-      const batch = await produce(index, { worker, workers, args });
+      batch = await produce(index, { worker, workers, args });
+      if (finished) return; // a failure outside the producer's call ended the stream meanwhile
       if (batch === undefined || batch === null) {
+        finished = true;
         scope.postMessage({ kind: "end", index });
         return;
       }
-      message = { kind: "batch", index, moved: moveResult(startCopy(batch, device, options)) };
-    } catch (error) {
-      message = { kind: "batch", index, moved: moveResult(error) };
+      moved = moveResult(startCopy(batch, device, options));
+    } catch (thrown) {
+      if (finished) return;
+      moved = sendableError(producerError(thrown, index), index);
     }
-    scope.postMessage(message);
-    if (movedError(message.moved)) return;
+    if (!post(index, moved, batch)) return;
   }
+}
+
+/** `error` moved; one that cannot be moved (a getter in it throws, say) is described in an MtcError of ours. */
+function sendableError(error: Error, index: number): Moved {
+  try {
+    return moveResult(error);
+  } catch {
+    return moveResult(unsentError(error, index));
+  }
+}
+
+/**
+ * Posts batch `index` (or its error); false once the stream ended. A batch
+ * postMessage cannot clone becomes its error, naming the value; an error
+ * it cannot clone becomes one of ours.
+ */
+function post(index: number, moved: Moved, batch: unknown): boolean {
+  const isError = movedError(moved);
+  try {
+    scope.postMessage({ kind: "batch", index, moved });
+  } catch (cause) {
+    // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
+    const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);
+    scope.postMessage({ kind: "batch", index, moved: moveResult(error) });
+    finished = true;
+    return false;
+  }
+  if (isError) finished = true;
+  return !isError;
 }
 
 async function loadProducer(module: string, name: string): Promise<Producer> {
@@ -83,7 +181,7 @@ async function loadProducer(module: string, name: string): Promise<Producer> {
   try {
     exports = await import(module);
   } catch (cause) {
-    const why = cause instanceof Error ? cause.message : String(cause);
+    const why = cause instanceof Error ? cause.message : describeValue(cause);
     throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, `startLoader: cannot import ${module}: ${why}`, { cause });
   }
   const produce = exports[name];
