@@ -61,7 +61,7 @@ export interface LoaderContext {
 const NAMES: readonly string[] = ["module", "export", "device", "workers", "depth", "batches", "args", "copyOptions", "signal"];
 
 // The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/mod.js, and the worker script is dist/loader_worker.js.
+// part of dist/core.js, and the worker script is dist/loader_worker.js beside it.
 declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
 const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "./loader_worker.ts", import.meta.url);
