@@ -2,7 +2,7 @@
 // specifiers): two entries over one shared module, dist/core.js, which
 // holds the library: dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of
 // the first copy of this version in the realm) and the loader's worker
-// script dist/loader_worker.js (ts/npm_worker.ts), with declarations of
+// script dist/loader_worker.js (ts/worker.ts), with declarations of
 // ts/mod.ts in dist/types/, and dist/bun.js, the entry Bun takes (the "bun"
 // condition of package.json's exports). `npm run build` runs this and then
 // puts the prebuilt libmtc.so of each platform into prebuilt/
@@ -90,7 +90,7 @@ globalThis[Symbol.for("multi-tensor-copier.libmtc")] ??= libmtc;
 export default defineConfig({
   // The loader's worker script is an entry beside mod.js, where
   // ts/thread/loader.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
-  entry: { mod: "ts/npm.ts", loader_worker: "ts/npm_worker.ts" },
+  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.

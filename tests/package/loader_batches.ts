@@ -39,9 +39,9 @@ export default async function batch(index: number): Promise<Record<string, unkno
   const arenaTensor = arena.tensor("float32", [2, 3]);
   arena.array("uint8", 64); // a gap: read in place, the two land this far apart on the device too
   const arenaArray = arena.array("int32", 5);
-  arenaTensor.data.set(storedValues(index, "arenaTensor"));
+  (arenaTensor.data as Float32Array).set(storedValues(index, "arenaTensor"));
   arenaArray.set(storedValues(index, "arenaArray"));
-  pinned.data.set(storedValues(index, "pinned"));
+  (pinned.data as Float64Array).set(storedValues(index, "pinned"));
   return {
     index,
     tensor: new Tensor(new Float32Array(storedValues(index, "tensor")), [2, 3]),

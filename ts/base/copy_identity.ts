@@ -99,7 +99,8 @@ function describeCopy(version: string, where: string): string {
 /** What `mark` says an object is: "a DeviceTensor of multi-tensor-copier 0.2.0 (loaded from …)". */
 function describeObject(mark: CopyMark): string {
   const same = mark.version === BINDINGS_VERSION ? "another copy of " : "";
-  return `a ${mark.kind} of ${same}${describeCopy(mark.version, mark.where)}`;
+  const article = /^[AEIOU]/.test(mark.kind) ? "an" : "a";
+  return `${article} ${mark.kind} of ${same}${describeCopy(mark.version, mark.where)}`;
 }
 
 /**
