@@ -151,9 +151,9 @@ export function adoptCopy<T extends object>(own: T): T {
   }
   const first: unknown = "value" in found ? found.value : undefined;
   if (typeof first !== "object" || first === null) return own;
+  // Its exports are read as the first copy made them: a bundle's namespace has getters.
   for (const name of Object.keys(own)) {
-    const d = Object.getOwnPropertyDescriptor(first, name);
-    if (d === undefined || typeof d.value !== typeof (own as Record<string, unknown>)[name]) return own;
+    if (typeof (first as Record<string, unknown>)[name] !== typeof (own as Record<string, unknown>)[name]) return own;
   }
   return first as T;
 }
