@@ -1,9 +1,11 @@
-// The npm package's JavaScript: ts/mod.ts bundled into one ES module,
-// dist/mod.js, for Bun and Deno (node_modules or npm: specifiers), the
-// loader's worker script beside it (dist/loader_worker.js), with
-// declarations in dist/types/, and dist/bun.js, the entry Bun takes (the
-// "bun" condition of package.json's exports). `npm run build` runs this and
-// then puts the prebuilt libmtc.so of each platform into prebuilt/
+// The npm package's JavaScript, for Bun and Deno (node_modules or npm:
+// specifiers): two entries over one shared module, dist/core.js, which
+// holds the library: dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of
+// the first copy of this version in the realm) and the loader's worker
+// script dist/loader_worker.js (ts/worker.ts), with declarations of
+// ts/mod.ts in dist/types/, and dist/bun.js, the entry Bun takes (the "bun"
+// condition of package.json's exports). `npm run build` runs this and then
+// puts the prebuilt libmtc.so of each platform into prebuilt/
 // (scripts/build-prebuilt.sh).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -81,20 +83,29 @@ const BUN_ENTRY = `// The package's entry for Bun (written by tsup.config.ts): d
 // (--compile) or copies it beside a bundle (--outdir).
 import libmtc from "../prebuilt/linux-x64/libmtc.so" with { type: "file" };
 export * from "./mod.js";
-globalThis[Symbol.for("multi-tensor-copier.libmtc")] = libmtc;
+// The first copy's library stays the one (a second install's must not replace it).
+globalThis[Symbol.for("multi-tensor-copier.libmtc")] ??= libmtc;
 `;
 
 export default defineConfig({
-  // The loader's worker script is a bundle of its own beside mod.js, where
+  // The loader's worker script is an entry beside mod.js, where
   // ts/thread/loader.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
-  entry: { mod: "ts/mod.ts", loader_worker: "ts/thread/loader_worker.ts" },
+  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.
   target: "esnext",
   platform: "neutral",
   bundle: true,
-  splitting: false,
+  // One copy of the library for both entries: a worker's producer that
+  // imports the package gets the classes the worker copies with. The
+  // shared module has a fixed name (ts/ffi/lookup.ts knows it; an app's
+  // bundle copies it beside loader_worker.js); a second one would be an
+  // error (two outputs at one path), not a silent split.
+  splitting: true,
+  esbuildOptions(options) {
+    options.chunkNames = "core";
+  },
   // dist/mod.js.map (sources inlined): stack traces and debuggers show ts/.
   sourcemap: true,
   // Classes keep their names (DeviceTensor, not _DeviceTensor) for
@@ -104,8 +115,8 @@ export default defineConfig({
   dts: false,
   // bun:ffi is Bun's own module (reached through import.meta.require).
   external: ["bun:ffi"],
-  // Tells ts/ffi/lookup.ts that it runs from dist/mod.js, so the package
-  // root is one folder up and prebuilt/ is there.
+  // Tells ts/ffi/lookup.ts that it runs from dist/, so the package root is
+  // one folder up and prebuilt/ is there.
   define: { __MTC_PACKAGED__: "true" },
   onSuccess: async () => {
     emitDeclarations();

@@ -10,8 +10,9 @@ DPDM_VERSION=4.3.0
 if [ -x node_modules/.bin/dpdm ]; then dpdm=(node_modules/.bin/dpdm); else dpdm=(npx --yes "dpdm@$DPDM_VERSION"); fi
 out=$(mktemp "${TMPDIR:-/tmp}/mtc-deps.XXXXXX.json")
 trap 'rm -f "$out"' EXIT
-# The loader's worker script is an entry of its own: nothing imports it.
-entries=(ts/mod.ts ts/testing.ts ts/thread/loader_worker.ts)
+# Entries that nothing imports: the public one, the test helpers, the npm
+# package's entry (tsup.config.ts) and the script a loader's workers run.
+entries=(ts/mod.ts ts/testing.ts ts/npm.ts ts/worker.ts)
 "${dpdm[@]}" --no-warning --no-tree --no-progress --exit-code circular:1 -o "$out" "${entries[@]}"
 node - "$out" <<'JS'
 const fs = require("node:fs");

@@ -4,7 +4,9 @@
 # files resolves inside it (tests/package/check_links.ts), an offline install into an
 # empty scratch project, and tests/package/smoke.ts run there, importing the
 # package by name, under Bun and under Deno (node_modules, bare and npm:
-# specifiers); copies to "cpu", and to "cuda:0" through the emulated driver.
+# specifiers); copies to "cpu", and to "cuda:0" through the emulated driver;
+# startLoader with a producer that imports the package (by name, npm:, and a
+# second install) and uses every kind of leaf.
 # Then the version check of the packed bindings (a library that reports
 # another version), the library lookup, Bun's bundles (bun build --compile
 # and --outdir, run from another folder; an executable from the clone's
@@ -69,26 +71,31 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/loader_worker.js dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/core.js dist/core.js.map dist/loader_worker.js dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
   prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|core|loader_worker)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js and loader_worker.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, core.js and loader_worker.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
   "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
-grep -q 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT/dist/mod.js" &&
-  fail "dist/mod.js imports bun:ffi statically (Deno cannot load it)"
+grep -l 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT"/dist/*.js &&
+  fail "a module of dist/ imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
   fail "a declaration in dist/types imports a .ts file"
-echo "dist/mod.js reaches bun:ffi only through import.meta.require; declarations import .js"
-tail -n 1 "$ROOT/dist/mod.js" | grep -qxF '//# sourceMappingURL=mod.js.map' || fail "dist/mod.js does not name its source map"
+echo "dist/ reaches bun:ffi only through import.meta.require; declarations import .js"
+for js in mod core loader_worker; do
+  tail -n 1 "$ROOT/dist/$js.js" | grep -qxF "//# sourceMappingURL=$js.js.map" || fail "dist/$js.js does not name its source map"
+done
+# The library's code is in dist/core.js, which the two entries share (tsup.config.ts).
 node -e '
   const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const i = m.sources.findIndex((s) => s.endsWith("ts/copy/start_copy.ts"));
   if (i < 0 || !m.sourcesContent || !m.sourcesContent[i].includes("export function startCopy")) process.exit(1);' \
-  "$ROOT/dist/mod.js.map" || fail "dist/mod.js.map does not carry the sources (ts/copy/start_copy.ts)"
-echo "dist/mod.js.map maps to ts/ with the sources inlined"
+  "$ROOT/dist/core.js.map" || fail "dist/core.js.map does not carry the sources (ts/copy/start_copy.ts)"
+grep -q 'from "./core.js"' "$ROOT/dist/mod.js" && grep -q 'from "./core.js"' "$ROOT/dist/loader_worker.js" ||
+  fail "dist/mod.js and dist/loader_worker.js do not share dist/core.js"
+echo "dist/core.js.map maps to ts/ with the sources inlined; dist/mod.js and dist/loader_worker.js import dist/core.js"
 
 step "prebuilt libmtc.so, linux-x64 and linux-arm64: its CPU, glibc 2.28 at most, mtc_ symbols only, the same kernels"
 mkdir "$WORK/unpacked"
@@ -176,7 +183,7 @@ APP=$WORK/app
 mkdir "$APP"
 printf '{ "name": "mtc-consumer", "private": true, "type": "module" }\n' >"$APP/package.json"
 (cd "$APP" && npm install --offline --no-audit --no-fund --loglevel=error "$TARBALL") || fail "npm install --offline of the tarball"
-cp tests/package/smoke.ts tests/package/loader_smoke.ts tests/package/loader_batches.ts "$APP/"
+cp tests/package/smoke.ts tests/package/loader_smoke.ts tests/package/loader_batches.ts tests/package/two_installs.ts "$APP/"
 # The README's first example, as a user pastes it (it imports the package by name).
 awk '/^```ts$/ && !done { grab = 1; next } grab && /^```$/ { grab = 0; done = 1 } grab' README.md >"$APP/readme_first.ts"
 grep -q 'from "multi-tensor-copier"' "$APP/readme_first.ts" || fail "the README's first example does not import multi-tensor-copier"
@@ -199,9 +206,21 @@ expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO
 step "MTC_CUDA_DRIVER=emulated: the packaged emulated driver, Bun and Deno (docs/TESTING.md, CPU-only CI)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "$BUN" smoke.ts
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "${DENO_RUN[@]}" smoke.ts
-step "startLoader from the package: its workers run dist/loader_worker.js, Bun and Deno (emulated driver)"
-expect_output "loader ok: 0,1,2,3,4,5" env MTC_CUDA_DRIVER="$FAKE" "$BUN" loader_smoke.ts
-expect_output "loader ok: 0,1,2,3,4,5" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" loader_smoke.ts
+step "startLoader from the package: its workers run dist/loader_worker.js; the producer imports the package, every kind of leaf; Bun and Deno (emulated driver)"
+LOADER_OK="loader ok: 0,1,2,3,4,5: tensor, array, arenaTensor, arenaArray, pinned, strided, complex as DeviceTensors with the producer's values; arena leaves read in place"
+expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "$BUN" loader_smoke.ts
+expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" loader_smoke.ts
+step "the same with a producer importing npm:multi-tensor-copier (Deno), then a second install of the package (its own node_modules): one class identity"
+sed 's|from "multi-tensor-copier"|from "npm:multi-tensor-copier"|' loader_batches.ts >loader_batches_npm.ts
+expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" loader_smoke.ts ./loader_batches_npm.ts
+mkdir second
+printf '{ "name": "mtc-second", "private": true, "type": "module" }\n' >second/package.json
+(cd second && npm install --offline --no-audit --no-fund --loglevel=error "$TARBALL") || fail "npm install --offline of the tarball into a second folder"
+sed 's|from "multi-tensor-copier"|from "./node_modules/multi-tensor-copier/dist/mod.js"|' loader_batches.ts >second/loader_batches.ts
+expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "$BUN" loader_smoke.ts ./second/loader_batches.ts
+expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" loader_smoke.ts ./second/loader_batches.ts
+expect_output "two installs: one set of classes" env MTC_CUDA_DRIVER="$FAKE" "$BUN" two_installs.ts
+expect_output "two installs: one set of classes" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" two_installs.ts
 step "Deno (node_modules, npm: specifier): copy to cuda:0 and back (emulated driver)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO_RUN[@]}" smoke_npm.ts
 step "class names kept by the bundle (keepNames), and console.log's one line for a DeviceTensor"

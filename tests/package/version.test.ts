@@ -1,10 +1,12 @@
 // The version rules of the bindings (docs/VERSIONING.md), and that every
 // place naming the package's version agrees: package.json, deno.json, mtc.h,
-// the version the bindings expect (EXPECTED_VERSION_NUMBER) and the
+// the version the bindings expect (EXPECTED_VERSION_NUMBER), the one their
+// objects are marked with (BINDINGS_VERSION) and the
 // CHANGELOG's newest release; and that mtc.h, the one header to include,
 // includes each of its topic headers (lib/include/mtc/) once, in the order
 // its Contents lists them.
 import { readdirSync, readFileSync } from "node:fs";
+import { BINDINGS_VERSION } from "../../ts/base/copy_identity.ts";
 import { checkLibraryVersion } from "../../ts/ffi/library.ts";
 import { EXPECTED_VERSION_NUMBER } from "../../ts/ffi/symbols.ts";
 import { MtcError } from "../../ts/mod.ts";
@@ -40,6 +42,8 @@ test("version: package.json, deno.json, mtc.h and the bindings name the same ver
   assertSame(jsr, npm, "deno.json and package.json versions");
   assertSame(headerVersion(), npm, "mtc.h MTC_VERSION_* and package.json version");
   assertSame(EXPECTED_VERSION_NUMBER, numberOf(npm), "EXPECTED_VERSION_NUMBER (ts/ffi/symbols.ts) and package.json version");
+  // The version a copy's marks carry and registers under (one class identity per version).
+  assertSame(BINDINGS_VERSION, npm, "BINDINGS_VERSION (ts/base/copy_identity.ts) and package.json version");
 });
 
 test("version: the CHANGELOG's newest release is the package's version", () => {

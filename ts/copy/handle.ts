@@ -6,6 +6,7 @@
  */
 
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { deviceName } from "../gpu/device.ts";
 import { adoptEvent, type CudaEvent } from "../gpu/event.ts";
 import { MtcError, Status } from "../base/errors.ts";
@@ -59,6 +60,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   #stats: Uint8Array | null = null;
 
   static {
+    markClass(this, "AsyncCopyHandle");
     // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
     defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
       if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";

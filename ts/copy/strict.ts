@@ -17,6 +17,7 @@
  * @module
  */
 
+import { foreignCopy } from "../base/copy_identity.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { viewByteLength } from "../base/views.ts";
 import { DeviceTensor } from "../tensor/device_tensor.ts";
@@ -47,7 +48,7 @@ function tensorKind(value: unknown): string | undefined {
   if (value instanceof Tensor) return "a Tensor";
   if (value instanceof DeviceTensor) return "a DeviceTensor";
   if (ArrayBuffer.isView(value) && viewByteLength(value) >= 0) return `a ${Object.prototype.toString.call(value).slice(8, -1)}`;
-  return undefined;
+  return foreignCopy(value); // another copy's Tensor or DeviceTensor
 }
 
 /** The path segment of `key` in a container of `kind`: "[2]", ".name", '["a key"]'. */

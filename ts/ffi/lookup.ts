@@ -21,7 +21,7 @@ import { MtcError, Status } from "../base/errors.ts";
 import { getEnv, platform, runtime } from "../base/runtime.ts";
 
 // The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/mod.js, one folder below the package root. Unset when the
+// part of dist/core.js, one folder below the package root. Unset when the
 // TypeScript sources run as they are (ts/ffi/, two folders below the root).
 declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
@@ -101,7 +101,7 @@ export function localBuildPath(): string {
 export interface Placement {
   /** This module's URL. */
   readonly moduleUrl: string;
-  /** True when this module is part of the npm package's dist/mod.js (or a bundle of it). */
+  /** True when this module is part of the npm package's dist/ (or a bundle of it). */
   readonly packaged: boolean;
   /** The running single-file executable's path, or undefined when this is no such executable. */
   readonly executable: string | undefined;
@@ -164,13 +164,14 @@ function folderOf(path: string): string {
 
 /**
  * True when this module is inside a bundle of the app's: a file, but not
- * the file it was written into (the package's dist/mod.js or
- * dist/loader_worker.js, the checkout's ts/ffi/lookup.ts).
+ * the file it was written into (the package's dist/core.js, the module its
+ * entries dist/mod.js and dist/loader_worker.js share; the checkout's
+ * ts/ffi/lookup.ts).
  */
 function inBundle(p: Placement): boolean {
   if (!p.moduleUrl.startsWith("file:")) return false;
   if (!p.packaged) return !p.moduleUrl.endsWith("/ts/ffi/lookup.ts");
-  return !p.moduleUrl.endsWith("/dist/mod.js") && !p.moduleUrl.endsWith("/dist/loader_worker.js");
+  return !/\/dist\/(core|mod|loader_worker)\.js$/.test(p.moduleUrl);
 }
 
 /** Where loadLibrary looks, in order; the first that exists wins. `env`: MTC_LIBRARY_PATH. */

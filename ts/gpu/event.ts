@@ -7,6 +7,7 @@
 
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 
 /** A failed C call of `call` ("CudaEvent.query"): the message starts with the call's name, as every GPU call's does. */
@@ -58,6 +59,7 @@ export class CudaEvent {
   }
 
   static {
+    markClass(this, "CudaEvent");
     eventPointer = (event, what) => {
       if (typeof event !== "object" || event === null || !(#event in event)) {
         throw invalidArgument(`${what}: the event must be a CudaEvent (from Stream.recordEvent or completionEvent())`);

@@ -11,6 +11,7 @@ import type { BlockHolder } from "./block.ts";
 import { type Device, deviceName } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import {
   type KernelParam,
@@ -145,6 +146,7 @@ export class Module {
   }
 
   static {
+    markClass(this, "Module");
     modulePointer = (module, call) => module.#live(call);
     moduleOrdinal = (module) => module.#deviceIndex;
     moduleDisposed = (module) => module.#module === 0;
@@ -256,6 +258,7 @@ export class Kernel {
   }
 
   static {
+    markClass(this, "Kernel");
     makeKernel = (module, name, params, fn) => new Kernel(MADE_HERE, module, name, params, fn);
     // console.log: "Kernel(add_one_f32(ptr, u32) cuda:0)", ", module disposed" once its module is.
     defineInspect<Kernel>(this.prototype, "Kernel", (k) => {

@@ -17,6 +17,7 @@
 import { CURRENT_CUDA, DEVICE_CPU, type Device, deviceName, parseDevice } from "./device.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { adoptEvent, type CudaEvent, eventPointer } from "./event.ts";
 
@@ -123,6 +124,7 @@ export class Stream {
   }
 
   static {
+    markClass(this, "Stream");
     isStream = (value): value is Stream => typeof value === "object" && value !== null && #disposed in value;
     liveHandle = (stream, call) => {
       stream.#checkLive(call);

@@ -16,6 +16,7 @@ import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts"
 import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOffset } from "../base/views.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { adoptBlockRef, releaseBlockRef } from "../ffi/owner.ts";
+import { markClass } from "../base/copy_identity.ts";
 
 /** Where each tensor of an arena starts: a multiple of this (the copy packs at 16 by default; every dtype fits). */
 export const ARENA_ALIGNMENT = 16;
@@ -63,6 +64,10 @@ export class Arena {
   /** The buffer the current batch's views share; null until the first tensor after a reset. */
   #epoch: ArrayBuffer | null = null;
   #disposed = false;
+
+  static {
+    markClass(this, "Arena");
+  }
 
   private constructor(block: number, address: number, capacity: number) {
     this.#block = block;

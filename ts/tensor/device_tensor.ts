@@ -11,6 +11,7 @@ import { setTensorBlockReader } from "../gpu/kernel.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { library } from "../ffi/library.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
@@ -254,6 +255,7 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   }
 
   static {
+    markClass(this, "DeviceTensor");
     isDeviceTensor = (value): value is DeviceTensor => typeof value === "object" && value !== null && #holder in value;
     holderOf = (tensor) => tensor.#holder;
     tensorAddress = (tensor) => tensor.#address;

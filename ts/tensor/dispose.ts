@@ -5,6 +5,7 @@
  * @module
  */
 
+import { foreignCopy, foreignCopyError } from "../base/copy_identity.ts";
 import { DeviceTensor, isDeviceTensor, tensorDisposed } from "./device_tensor.ts";
 import { releaseHostImport } from "./dlpack.ts";
 import { releasePinned } from "./host_output.ts";
@@ -18,7 +19,10 @@ import { Tensor } from "./tensor.ts";
  * block becomes empty), and every host tensor imported with `fromDLPack` (as
  * `releaseDLPack` does). Returns how many DeviceTensors it disposed plus how
  * many pinned blocks and host imports it released now (already-disposed
- * ones, other arrays and everything else are left alone).
+ * ones, other arrays and everything else are left alone). A tensor of
+ * another copy of the library (another version, or a second copy that did
+ * not adopt this one) holds nothing this copy can give back: once the rest
+ * is disposed, an MtcError names the first one found.
  *
  * @example
  * ```ts
@@ -29,6 +33,7 @@ import { Tensor } from "./tensor.ts";
  */
 export function disposeAll(data: unknown): number {
   let disposed = 0;
+  let foreign: object | undefined;
   const seen = new Set<object>();
   const stack: unknown[] = [data];
   while (stack.length > 0) {
@@ -55,10 +60,14 @@ export function disposeAll(data: unknown): number {
       for (const v of value.values()) stack.push(v);
     } else {
       const proto = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) continue;
+      if (proto !== Object.prototype && proto !== null) {
+        if (foreign === undefined && foreignCopy(value) !== undefined) foreign = value;
+        continue;
+      }
       seen.add(value);
       for (const key of Object.keys(value)) stack.push((value as Record<string, unknown>)[key]);
     }
   }
+  if (foreign !== undefined) throw foreignCopyError(foreign, undefined, "disposeAll: ");
   return disposed;
 }

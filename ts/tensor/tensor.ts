@@ -17,6 +17,7 @@ import {
 } from "./dtype.ts";
 import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
+import { markClass } from "../base/copy_identity.ts";
 import { bufferUnder, viewByteLength } from "../base/views.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
@@ -182,6 +183,7 @@ export class Tensor {
   }
 
   static {
+    markClass(this, "Tensor");
     constructedShape = (tensor) => (#shape in tensor ? tensor.#shape : undefined);
     constructedSize = (tensor) => tensor.#size;
     // console.log: "Tensor(float32 [2, 3] cpu) [0, 1, 2, 3, 4, 5]", the first values of its data.

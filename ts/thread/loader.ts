@@ -61,10 +61,12 @@ export interface LoaderContext {
 const NAMES: readonly string[] = ["module", "export", "device", "workers", "depth", "batches", "args", "copyOptions", "signal"];
 
 // The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/mod.js, and the worker script is dist/loader_worker.js.
+// part of dist/core.js, and the worker script is dist/loader_worker.js beside
+// it. From the sources, ts/worker.ts; either registers the library's exports
+// first in the worker (ts/npm.ts), then runs loader_worker.ts.
 declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
-const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "./loader_worker.ts", import.meta.url);
+const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "../worker.ts", import.meta.url);
 
 /** Only this module holds it: a Loader is made by startLoader, whose checks its constructor relies on. */
 const MADE_HERE = Symbol("made by startLoader");
