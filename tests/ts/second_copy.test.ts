@@ -109,42 +109,73 @@ copyTest("same version through the npm entry: the first copy's classes; its aren
   assertPoolsBack(mark, "same version, adopted");
 });
 
-copyTest("same version, not adopted (imported by its mod.ts): each of its objects is refused, naming both copies", async () => {
-  assert(unadopted.Tensor !== Tensor, "its own classes");
-  const mark = poolMark();
-  const { batch, arena } = leavesOf(unadopted);
-  const mine = await startCopy({ x: new Float32Array([1, 2]) }, "cuda:0");
-  const theirs = await unadopted.startCopy({ y: new Float32Array([3, 4]) }, "cuda:0");
-  try {
-    const names = `another copy of multi-tensor-copier 0.1.0 (loaded from ${sameVersion}ts/base/copy_identity.ts)`;
-    const ours = `this copy, multi-tensor-copier 0.1.0 (loaded from ${new URL("../../ts/base/copy_identity.ts", import.meta.url).href})`;
-    for (const key of ["tensor", "pinned"]) {
-      const e = assertThrows(() => startCopy({ cams: [{ [key]: batch[key] }] }, "cuda:0"), MtcError, `.cams[0].${key}: a Tensor of ${names}, which ${ours}, cannot use`);
-      assertSame(e.path, `.cams[0].${key}`);
+/** What the refusals of the copy not adopted name: it, and this copy. */
+const THEIRS = `another copy of multi-tensor-copier 0.1.0 (loaded from ${sameVersion}ts/base/copy_identity.ts)`;
+const OURS = `this copy, multi-tensor-copier 0.1.0 (loaded from ${new URL("../../ts/base/copy_identity.ts", import.meta.url).href})`;
+
+/**
+ * A test with objects of the copy not adopted (imported by its mod.ts): its
+ * leaves (leavesOf), a DeviceTensor of its own and one of this copy's; all
+ * given back after, and the pools where they were.
+ */
+function unadoptedTest(name: string, fn: (theirs: { batch: Record<string, unknown>; arena: Arena; onGpu: DeviceTensor }, mine: DeviceTensor) => void) {
+  copyTest(`not adopted: ${name}`, async () => {
+    assert(unadopted.Tensor !== Tensor, "the copy imported by its mod.ts keeps its own classes");
+    const mark = poolMark();
+    const { batch, arena } = leavesOf(unadopted);
+    const mine = await startCopy({ x: new Float32Array([1, 2]) }, "cuda:0");
+    const theirs = await unadopted.startCopy({ y: new Float32Array([3, 4]) }, "cuda:0");
+    try {
+      fn({ batch, arena, onGpu: theirs.y }, mine.x);
+    } finally {
+      disposeAll(mine);
+      unadopted.disposeAll([theirs, batch]);
+      arena.dispose();
     }
-    assertThrows(() => startCopy([theirs.y], "cuda:1"), MtcError, `[0]: a DeviceTensor of ${names}`);
-    using stream = unadopted.Stream.create("cuda:0");
-    assertThrows(() => startCopy({ s: stream }, "cpu"), MtcError, `.s: a Stream of ${names}`);
-    // copyInto, both sides; strict searches pass-through objects; arenas; disposeAll.
-    assertThrows(() => copyInto({ a: theirs.y }, { a: mine.x }), MtcError, `.a: the source is a DeviceTensor of ${names}`);
-    assertThrows(() => copyInto({ a: mine.x }, { a: theirs.y }), MtcError, `.a: the destination is a DeviceTensor of ${names}`);
-    class Sample {
-      constructor(readonly depths: unknown) {}
-    }
-    assertThrows(() => startCopy({ s: new Sample(batch.tensor) }, "cuda:0", { strict: true }), MtcError, `it holds a Tensor of ${names} at .depths`);
-    using own = Arena.create(1 << 12);
-    assertThrows(() => own.consolidate({ t: batch.tensor }), MtcError, `.t: Arena.consolidate: a Tensor of ${names}`);
-    assertThrows(() => startArenaCopy(arena as unknown as Arena, "cuda:0"), MtcError, `startArenaCopy: an Arena of ${names}`);
-    assertThrows(() => disposeAll([mine, theirs]), MtcError, `disposeAll: a DeviceTensor of ${names}`);
-    assert(mine.x.disposed, "disposeAll disposed this copy's tensors before it refused the other's");
-    assert(!theirs.y.disposed, "and left the other copy's alone");
-    // And the other way round.
-    assertThrows(() => unadopted.startCopy({ t: new Tensor(new Float32Array(2), [2]) }, "cuda:0"), unadopted.MtcError, `.t: a Tensor of another copy of multi-tensor-copier 0.1.0 (loaded from file://${ROOT}/ts/base/copy_identity.ts)`);
-  } finally {
-    unadopted.disposeAll([theirs, batch]);
-    arena.dispose();
+    assertPoolsBack(mark, name);
+  });
+}
+
+unadoptedTest("startCopy refuses its Tensors, pinned tensors, DeviceTensors and Streams, naming both copies; it refuses ours", ({ batch, onGpu }) => {
+  for (const key of ["tensor", "pinned"]) {
+    const e = assertThrows(() => startCopy({ cams: [{ [key]: batch[key] }] }, "cuda:0"), MtcError, `.cams[0].${key}: a Tensor of ${THEIRS}, which ${OURS}, cannot use`);
+    assertSame(e.path, `.cams[0].${key}`);
   }
-  assertPoolsBack(mark, "same version, not adopted");
+  assertThrows(() => startCopy([onGpu], "cuda:1"), MtcError, `[0]: a DeviceTensor of ${THEIRS}`);
+  using stream = unadopted.Stream.create("cuda:0");
+  assertThrows(() => startCopy({ s: stream }, "cpu"), MtcError, `.s: a Stream of ${THEIRS}`);
+  const ours = `.t: a Tensor of another copy of multi-tensor-copier 0.1.0 (loaded from file://${ROOT}/ts/base/copy_identity.ts)`;
+  assertThrows(() => unadopted.startCopy({ t: new Tensor(new Float32Array(2), [2]) }, "cuda:0"), unadopted.MtcError, ours);
+});
+
+unadoptedTest("copyInto refuses its DeviceTensor as the source", ({ onGpu }, mine) => {
+  assertThrows(() => copyInto({ a: onGpu }, { a: mine }), MtcError, `.a: the source is a DeviceTensor of ${THEIRS}`);
+});
+
+unadoptedTest("copyInto refuses its DeviceTensor as the destination", ({ onGpu }, mine) => {
+  assertThrows(() => copyInto({ a: mine }, { a: onGpu }), MtcError, `.a: the destination is a DeviceTensor of ${THEIRS}`);
+});
+
+unadoptedTest("the option strict finds its Tensor inside an object passed through", ({ batch }) => {
+  class Sample {
+    constructor(readonly depths: unknown) {}
+  }
+  assertThrows(() => startCopy({ s: new Sample(batch.tensor) }, "cuda:0", { strict: true }), MtcError, `it holds a Tensor of ${THEIRS} at .depths`);
+});
+
+unadoptedTest("Arena#consolidate refuses its Tensor", ({ batch }) => {
+  using own = Arena.create(1 << 12);
+  assertThrows(() => own.consolidate({ t: batch.tensor }), MtcError, `.t: Arena.consolidate: a Tensor of ${THEIRS}`);
+});
+
+unadoptedTest("startArenaCopy refuses its Arena", ({ arena }) => {
+  assertThrows(() => startArenaCopy(arena, "cuda:0"), MtcError, `startArenaCopy: an Arena of ${THEIRS}`);
+});
+
+unadoptedTest("disposeAll disposes this copy's tensors, then names its DeviceTensor, left alone", ({ onGpu }, mine) => {
+  assertThrows(() => disposeAll([{ x: mine }, { y: onGpu }]), MtcError, `disposeAll: a DeviceTensor of ${THEIRS}`);
+  assert(mine.disposed, "this copy's tensor disposed first");
+  assert(!onGpu.disposed, "the other copy's left alone");
 });
 
 copyTest("another version: its objects are refused naming both versions, and it adopts nothing of this one", async () => {

@@ -14,14 +14,15 @@
  * - each public class's prototype carries a mark ({@link markClass}): the
  *   version and the URL of the copy that made it, frozen. Where a walk
  *   would pass an object through as data, a mark of another copy makes it
- *   an MtcError naming both copies ({@link foreignCopy}). The mark is only
+ *   an MtcError naming both copies ({@link otherCopyMark},
+ *   {@link otherCopyError}). The mark is only
  *   ever a reason to refuse: what the library accepts is still recognised
  *   by its private state, never by a mark or a public field.
  *
  * @module
  */
 
-import { invalidArgument } from "./errors.ts";
+import { invalidArgument, type MtcError } from "./errors.ts";
 
 /**
  * The version of these bindings: package.json's and deno.json's
@@ -39,7 +40,7 @@ const MARK_KEY = Symbol.for("multi-tensor-copier.copy");
 const REGISTRY_KEY = Symbol.for(`multi-tensor-copier@${BINDINGS_VERSION}`);
 
 /** What a mark says: the class, and the copy that made it. */
-interface CopyMark {
+export interface CopyMark {
   readonly version: string;
   readonly where: string;
   readonly kind: string;
@@ -76,12 +77,14 @@ function readMark(value: unknown): CopyMark | undefined {
 }
 
 /**
- * The mark of another copy on `value` or its prototypes, read as data
- * descriptors (a getter is never called), or undefined. Every level is
- * looked at: a mark of ours put on an object of another copy hides nothing.
+ * The mark of another copy on `value` or its prototypes (read once: give it
+ * to {@link otherCopyError}), or undefined. Marks are read as data
+ * descriptors (a getter is never called), at every level: a mark of ours
+ * put on an object of another copy hides nothing.
  */
-function foreignMark(value: object): CopyMark | undefined {
-  let at: object | null = value;
+export function otherCopyMark(value: unknown): CopyMark | undefined {
+  if ((typeof value !== "object" && typeof value !== "function") || value === null) return undefined;
+  let at: object | null = value as object;
   for (let depth = 0; at !== null && depth < 64; depth++) {
     const d = Object.getOwnPropertyDescriptor(at, MARK_KEY);
     const mark = d !== undefined && "value" in d ? readMark(d.value) : undefined;
@@ -111,18 +114,16 @@ function describeObject(mark: CopyMark): string {
  * and for moveResult, where such an object would pass through as data.
  */
 export function foreignCopy(value: unknown): string | undefined {
-  if ((typeof value !== "object" && typeof value !== "function") || value === null) return undefined;
-  const mark = foreignMark(value);
+  const mark = otherCopyMark(value);
   return mark === undefined ? undefined : describeObject(mark);
 }
 
 /**
- * The MtcError for `value`, an object of another copy ({@link foreignCopy}
- * says so), at the leaf `path`, naming both copies; `call` prefixes the
- * message ("disposeAll: ").
+ * The MtcError for an object of another copy (`mark`, from
+ * {@link otherCopyMark}) at the leaf `path`, naming both copies; `call`
+ * prefixes the message ("disposeAll: ").
  */
-export function foreignCopyError(value: object, path?: string, call = ""): Error {
-  const mark = foreignMark(value) ?? { version: "?", where: "?", kind: "object" };
+export function otherCopyError(mark: CopyMark, path?: string, call = ""): MtcError {
   const why = mark.version === BINDINGS_VERSION
     ? "two copies of one version share their classes only through the npm package's entry"
     : "each version keeps the state of its objects to itself";

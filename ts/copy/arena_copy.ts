@@ -12,7 +12,7 @@ import { type DType, DTYPE_SIZE, isDType, isTypedArray, naturalDType, type Typed
 import { constructedShape, Tensor } from "../tensor/tensor.ts";
 import { elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
-import { foreignCopy, foreignCopyError } from "../base/copy_identity.ts";
+import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import type { AsyncCopyHandle } from "./handle.ts";
@@ -66,8 +66,11 @@ function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pe
   if (Array.isArray(value)) kind = ARRAY;
   else if (value instanceof Map) kind = MAP;
   else if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) kind = OBJECT;
-  else if (foreignCopy(value) !== undefined) throw foreignCopyError(value, formatPath(node, key), "Arena.consolidate: ");
-  else return value; // a class instance: kept as it is, like any non-tensor leaf
+  else {
+    const other = otherCopyMark(value);
+    if (other !== undefined) throw otherCopyError(other, formatPath(node, key), "Arena.consolidate: ");
+    return value; // a class instance: kept as it is, like any non-tensor leaf
+  }
   seen.add(value);
   const here: PathNode = { parent: node, key, kind };
   if (kind === ARRAY) {
@@ -140,7 +143,8 @@ setConsolidateHook(consolidate);
  */
 export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor> {
   if (!(arena instanceof Arena)) {
-    if (foreignCopy(arena) !== undefined) throw foreignCopyError(arena, undefined, "startArenaCopy: ");
+    const other = otherCopyMark(arena);
+    if (other !== undefined) throw otherCopyError(other, undefined, "startArenaCopy: ");
     throw invalidArgument("startArenaCopy: the first argument must be an Arena");
   }
   return startCopy(arena.usedBytes(), device, options) as unknown as AsyncCopyHandle<DeviceTensor>;

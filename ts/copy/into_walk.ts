@@ -11,7 +11,7 @@
  */
 
 import { isResizable, viewBuffer, viewByteLength, viewByteOffset, viewElementBytes, viewSlice, viewSubarray } from "../base/views.ts";
-import { foreignCopy, foreignCopyError } from "../base/copy_identity.ts";
+import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, type MtcError } from "../base/errors.ts";
 import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
@@ -238,7 +238,8 @@ class PairWalk {
     if (src !== undefined) return this.leaf(src, s, d, node, key);
     const kind = containerKind(s);
     if (kind === undefined) {
-      if (foreignCopy(s) !== undefined) throw foreignCopyError(s, formatPath(node, key), "the source is ");
+      const other = otherCopyMark(s);
+      if (other !== undefined) throw otherCopyError(other, formatPath(node, key), "the source is ");
       if (this.t.strict) checkPassThrough(s, formatPath(node, key));
       return; // class instances, Sets, ...: ignored
     }
@@ -281,7 +282,8 @@ class PairWalk {
     const path = () => formatPath(node, key);
     const dst = readSide(d, node, key, "destination");
     if (dst === undefined) {
-      if (foreignCopy(d) !== undefined) throw foreignCopyError(d as object, path(), "the destination is ");
+      const other = otherCopyMark(d);
+      if (other !== undefined) throw otherCopyError(other, path(), "the destination is ");
       throw invalidArgument(`no destination for this leaf (the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} here)`, path());
     }
     if (dst.dtype !== src.dtype) throw invalidArgument(`the destination's dtype is ${dst.dtype} but the leaf's is ${src.dtype}`, path());

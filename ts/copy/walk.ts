@@ -11,7 +11,7 @@
  * @module
  */
 
-import { foreignCopy, foreignCopyError } from "../base/copy_identity.ts";
+import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument } from "../base/errors.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDevice, tensorDisposed } from "../tensor/device_tensor.ts";
@@ -191,7 +191,8 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
     frame = { parent, key, kind: OBJECT, input: v, output: {}, keys, length: keys.length, next: 0, depth: stack.length };
   } else {
     // Another copy's Tensor or DeviceTensor is none of ours: refused, not passed through as data.
-    if (foreignCopy(v) !== undefined) throw foreignCopyError(v, formatPath(parent, key));
+    const other = otherCopyMark(v);
+    if (other !== undefined) throw otherCopyError(other, formatPath(parent, key));
     if (t.strict) checkPassThrough(v, formatPath(parent, key));
     return v; // class instances, Sets, Dates, ... pass through
   }

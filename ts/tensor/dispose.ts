@@ -5,7 +5,7 @@
  * @module
  */
 
-import { foreignCopy, foreignCopyError } from "../base/copy_identity.ts";
+import { type CopyMark, otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { DeviceTensor, isDeviceTensor, tensorDisposed } from "./device_tensor.ts";
 import { releaseHostImport } from "./dlpack.ts";
 import { releasePinned } from "./host_output.ts";
@@ -33,7 +33,7 @@ import { Tensor } from "./tensor.ts";
  */
 export function disposeAll(data: unknown): number {
   let disposed = 0;
-  let foreign: object | undefined;
+  let other: CopyMark | undefined;
   const seen = new Set<object>();
   const stack: unknown[] = [data];
   while (stack.length > 0) {
@@ -61,13 +61,13 @@ export function disposeAll(data: unknown): number {
     } else {
       const proto = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
-        if (foreign === undefined && foreignCopy(value) !== undefined) foreign = value;
+        other ??= otherCopyMark(value);
         continue;
       }
       seen.add(value);
       for (const key of Object.keys(value)) stack.push((value as Record<string, unknown>)[key]);
     }
   }
-  if (foreign !== undefined) throw foreignCopyError(foreign, undefined, "disposeAll: ");
+  if (other !== undefined) throw otherCopyError(other, undefined, "disposeAll: ");
   return disposed;
 }
