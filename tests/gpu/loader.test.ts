@@ -4,7 +4,7 @@
 // left while the workers copy: what was in flight comes back
 // (tests/ts/loader.test.ts has the rest).
 import { disposeAll, startLoader } from "../../ts/mod.ts";
-import { counters, noneAbove, toHost, until } from "../ts/fixtures/threads.ts";
+import { expectCountersBack, settledCounters, toHost } from "../ts/fixtures/threads.ts";
 import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/checks.ts";
 import { type PatternedBatch, patternedBatch } from "../ts/fixtures/loader_batches.ts";
@@ -17,7 +17,7 @@ const PRODUCERS = new URL("../ts/fixtures/loader_batches.ts", import.meta.url);
 
 
 gpuTest("loader: four workers, 200 batches to the GPU, taken in index order, every byte read back", async () => {
-  const before = counters();
+  const before = await settledCounters();
   await using loader = startLoader<PatternedBatch & { worker: number }>({ module: PRODUCERS, export: "ordered", device: DEVICE, workers: 4, batches: 200 });
   let index = 0;
   for await (const batch of loader) {
@@ -29,25 +29,23 @@ gpuTest("loader: four workers, 200 batches to the GPU, taken in index order, eve
   }
   assertSame(index, 200);
   await loader.close();
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `blocks, plans and parcels back: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+  await expectCountersBack(before, "blocks, plans and parcels back");
 });
 
 gpuTest("loader: a loop left while four workers copy; what they had in flight comes back", async () => {
   for (let round = 0; round < 3; round++) {
-    const before = counters();
+    const before = await settledCounters();
     const loader = startLoader<PatternedBatch>({ module: PRODUCERS, export: "ordered", device: DEVICE, workers: 4, depth: 3 });
     for await (const batch of loader) {
       disposeAll(batch);
       if (batch.index === 10 + round) break;
     }
-    await until(() => noneAbove(before));
-    assert(noneAbove(before), `round ${round}: blocks, plans and parcels back: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+    await expectCountersBack(before, `round ${round}: blocks, plans and parcels back`);
   }
 });
 
 gpuTest("loader: an abort while the consumer waits rejects with the signal's reason; what was in flight comes back", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const controller = new AbortController();
   // Batch 3 never comes (its producer sleeps); the other worker's copies go on.
   const loader = startLoader<PatternedBatch>({ module: PRODUCERS, export: "slow", device: DEVICE, workers: 2, depth: 2, signal: controller.signal, args: { ms: 60_000, only: 3 } });
@@ -68,8 +66,7 @@ gpuTest("loader: an abort while the consumer waits rejects with the signal's rea
   assertSame(caught, reason, "the signal's reason");
   assertSame((await loader.next()).done, true, "done after the abort");
   await loader.close();
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `aborted: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+  await expectCountersBack(before, "aborted");
 });
 
 const EXIT_FIXTURE = new URL("../ts/fixtures/loader_exit.ts", import.meta.url).pathname;

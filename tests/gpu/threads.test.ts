@@ -6,13 +6,13 @@
 import { disposeAll, dropMovedFrom, type Moved, moveResult, MtcError, ownerAlive, pinnedArray, startCopy, takeResult } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
 import { F, FIELDS } from "../../ts/thread/message.ts";
-import { counters, noneAbove, spawnMoveWorker as spawn, until } from "../ts/fixtures/threads.ts";
+import { counters, expectCountersBack, settledCounters, spawnMoveWorker as spawn, until } from "../ts/fixtures/threads.ts";
 import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/move_batch.ts";
 import { gpuTest } from "./gpu_env.ts";
 
 gpuTest("threads: four workers copy at once; 200 results moved to the main thread are exact there", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const workers = [spawn(), spawn(), spawn(), spawn()];
   let wrong = 0;
   for (let round = 0; round < 50; round++) {
@@ -27,21 +27,19 @@ gpuTest("threads: four workers copy at once; 200 results moved to the main threa
   const owners = await Promise.all(workers.map((w) => w.ask({ op: "ownerOnly" })));
   for (const w of workers) w.worker.terminate();
   await until(() => owners.every((o) => !ownerAlive(o.owner)));
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `blocks, plans and parcels back: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+  await expectCountersBack(before, "blocks, plans and parcels back");
 });
 
 gpuTest("threads: a worker terminated with 24 copies of 4 MiB in flight; what its thread owned comes back", async () => {
   for (let round = 0; round < 3; round++) {
-    const before = counters();
+    const before = await settledCounters();
     const w = spawn();
     const reply = await w.ask({ op: "inflight", count: 24 });
     assert(counters().blocks > before.blocks, "the worker holds blocks");
     w.worker.terminate();
     await until(() => !ownerAlive(reply.owner));
     assert(!ownerAlive(reply.owner), "its owner ended with its thread");
-    await until(() => noneAbove(before));
-    assert(noneAbove(before), `round ${round}: plans, blocks and pinned memory back: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+    await expectCountersBack(before, `round ${round}: plans, blocks and pinned memory back`);
   }
 });
 
@@ -56,7 +54,7 @@ gpuTest("threads: a result outlives the worker that moved it", async () => {
 });
 
 gpuTest("threads: moved twice, used by the sender after the move, never taken: exact, clear errors, nothing left", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const first = await w.ask({ op: "copy", seed: 31 });
   const batch = takeResult(first.moved!) as { f32: { disposed: boolean; address: number } };
@@ -78,8 +76,7 @@ gpuTest("threads: moved twice, used by the sender after the move, never taken: e
   w.worker.terminate();
   await until(() => !ownerAlive(lost.owner));
   assertSame(dropMovedFrom(lost.owner), 1, "the untaken parcel dropped by its sender");
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `nothing left: ${JSON.stringify(counters())} against ${JSON.stringify(before)}`);
+  await expectCountersBack(before, "nothing left");
 });
 
 gpuTest("threads: a worker's message edited on its way (offsets, shapes) is refused, nothing taken; the message as sent is exact", async () => {

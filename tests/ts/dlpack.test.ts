@@ -16,11 +16,12 @@ import {
 } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
 import { canCollectGarbage, collectGarbage, skipWithoutDriver, tick } from "./fake_driver.ts";
-import { assert, assertEquals, assertSame, assertThrows, note, test } from "./harness.ts";
+import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { bytesOf, DTYPES, elementSize, randomLeaf } from "./random_tensors.ts";
 
-const dlpackTest = (name: string, fn: () => void | Promise<void>) =>
-  test(`dlpack: ${name}`, fn, { skip: skipWithoutDriver });
+/** A test; `needs` says why it cannot run here (it is then reported as skipped). */
+const dlpackTest = (name: string, fn: () => void | Promise<void>, needs?: string) =>
+  test(`dlpack: ${name}`, fn, { skip: skipWithoutDriver ?? needs });
 
 const DL_CPU = 1;
 const DL_CUDA = 2;
@@ -369,7 +370,6 @@ dlpackTest("toDLPack errors: host arrays, empty, disposed and imported tensors",
 });
 
 dlpackTest("imports dropped without release call the deleter after garbage collection", async () => {
-  if (!canCollectGarbage()) return note("dlpack: GC test not run (Deno: --v8-flags=--expose-gc)");
   const onGpu = startCopy(new Uint16Array([1, 2, 3, 4]), "cuda:0").get();
   const source = new Tensor(new Int32Array([5, 6]), [2]);
   const onGpu2 = startCopy(source, "cuda:0").get();
@@ -395,4 +395,4 @@ dlpackTest("imports dropped without release call the deleter after garbage colle
   }
   assertSame(poolStats().blocksLive, before - 1, "both deleters ran: the pinned block and onGpu's are freed");
   disposeAll([onGpu, onGpu2]);
-});
+}, canCollectGarbage() ? undefined : "needs a way to force collections (Deno: --v8-flags=--expose-gc)");

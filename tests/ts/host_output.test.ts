@@ -16,11 +16,14 @@ import {
 import { makeExampleBatch } from "../../examples/example_batch.ts";
 import { library } from "../../ts/ffi/library.ts";
 import { canCollectGarbage, collectGarbage, skipWithoutDriver, tick } from "./fake_driver.ts";
-import { assert, assertEquals, assertSame, assertThrows, note, test } from "./harness.ts";
+import { assert, assertEquals, assertSame, assertThrows, runner, test } from "./harness.ts";
 import { bytesOf, DTYPES, randomLeaf } from "./random_tensors.ts";
 
-const hostTest = (name: string, fn: () => void | Promise<void>) =>
-  test(`host outputs: ${name}`, fn, { skip: skipWithoutDriver });
+/** A test; `needs` says why it cannot run here (it is then reported as skipped). */
+const hostTest = (name: string, fn: () => void | Promise<void>, needs?: string) =>
+  test(`host outputs: ${name}`, fn, { skip: skipWithoutDriver ?? needs });
+
+const NEEDS_GC = canCollectGarbage() ? undefined : "needs a way to force collections (Deno: --v8-flags=--expose-gc)";
 
 function sameCounts(after: PoolStats, before: PoolStats, what: string): void {
   assertSame(after.blocksLive, before.blocksLive, `${what}: blocksLive`);
@@ -105,7 +108,6 @@ hostTest("disposeAll releases pinned host outputs too", () => {
 });
 
 hostTest("outputs dropped without release go back to the pool after garbage collection", async () => {
-  if (!canCollectGarbage()) return note("host outputs: GC test not run (Deno: --v8-flags=--expose-gc)");
   const onGpu = startCopy([new Float64Array(1000).fill(2.5), new Uint8Array(300_000).fill(9)], "cuda:0").get();
   await settle();
   const before = poolStats();
@@ -121,10 +123,9 @@ hostTest("outputs dropped without release go back to the pool after garbage coll
   await collectUntil(() => poolStats().blocksLive === before.blocksLive);
   sameCounts(poolStats(), before, "after GC");
   disposeAll(onGpu);
-});
+}, NEEDS_GC);
 
 hostTest("a view keeps its whole block alive after its siblings are collected", async () => {
-  if (!canCollectGarbage()) return;
   const onGpu = startCopy({ a: new Int32Array([1, 2, 3]), b: new Int32Array([4, 5, 6]) }, "cuda:0").get();
   await settle();
   const before = poolStats();
@@ -138,7 +139,7 @@ hostTest("a view keeps its whole block alive after its siblings are collected", 
   assertSame(releaseHostOutput(kept), 1);
   sameCounts(poolStats(), before, "after release");
   disposeAll(onGpu);
-});
+}, NEEDS_GC);
 
 hostTest("toHost() gives JS-owned memory and holds no pinned block", () => {
   const t = startCopy(new Tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]), "cuda:0").get();
@@ -152,7 +153,6 @@ hostTest("toHost() gives JS-owned memory and holds no pinned block", () => {
 });
 
 hostTest("mixed sources: host leaves, cuda:0 and cuda:1 tensors to cpu, exact", () => {
-  if (cudaDeviceCount() < 2) return note("host outputs: mixed sources need FAKE_CUDA_DEVICE_COUNT=2");
   const x0 = randomLeaf("float32", [65], 1) as Float32Array;
   const x1 = randomLeaf("int64", [3, 5], 2) as Tensor;
   const host = randomLeaf("uint16", [9], 3) as Uint16Array;
@@ -174,7 +174,7 @@ hostTest("mixed sources: host leaves, cuda:0 and cuda:1 tensors to cpu, exact", 
   releaseHostOutput(back);
   sameCounts(poolStats(), before, "after release");
   disposeAll([on0, on1]);
-});
+}, skipWithoutDriver === undefined && cudaDeviceCount() < 2 ? "needs two devices (FAKE_CUDA_DEVICE_COUNT=2)" : undefined);
 
 hostTest("zero-byte device leaves come back as empty arrays", () => {
   const onGpu = startCopy({ e: new Float32Array(0), t: new Tensor(new Int8Array(0), [0, 3]), x: new Uint8Array([7]) }, "cuda:0").get();
@@ -203,9 +203,7 @@ hostTest("a pinned output can be copied back to the device, and a released one c
 
 hostTest("Bun: pinned buffers are freed by libmtc's release callback (Deno: a FinalizationRegistry)", () => {
   const lib = library();
-  if (lib.backend.runtime !== "bun") return note("host outputs: Deno frees pinned buffers through a FinalizationRegistry");
   const address = lib.functionAddress("mtc_block_release_callback");
-  if (lib.symbols.mtc_block_release_callback === undefined) return note("host outputs: libmtc lacks mtc_block_release_callback");
   assert(typeof address === "number" && address > 0, `the callback's address: ${address}`);
   // Detaching a buffer runs its deallocator at once: the block is back before releaseHostOutput returns.
   const onGpu = startCopy(new Float32Array([1, 2]), "cuda:0").get();
@@ -215,4 +213,4 @@ hostTest("Bun: pinned buffers are freed by libmtc's release callback (Deno: a Fi
   releaseHostOutput(back);
   assertSame(poolStats().blocksLive, before.blocksLive);
   onGpu.dispose();
-});
+}, runner === "bun" ? undefined : "Bun only: Deno frees pinned buffers through a FinalizationRegistry");

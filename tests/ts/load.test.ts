@@ -286,4 +286,4 @@ test("load: workers that close or are terminated with copies in flight leave the
   tally.copies += 4 * 24;
 }, { skip, timeout: 60_000 });
 
-test("load: totals", () => tally.print(runner), { skip });
+test("load: totals: every case ran, every copy checked", () => tally.check(runner, { cases: 8, copies: 7014, bytes: 26_676_532 }), { skip });

@@ -279,4 +279,4 @@ misuse("C ABI: a failed plan rejects a second submit and keeps the error that en
   }
 });
 
-test("misuse: totals", () => tally.print(runner), { skip });
+test("misuse: totals: every case ran, every copy checked", () => tally.check(runner, { cases: 9, copies: 281, bytes: 15_647 }), { skip });

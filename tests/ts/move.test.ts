@@ -26,14 +26,12 @@ import { DTYPES, type TypedArray, valuesPerElement } from "../../ts/tensor/dtype
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { checkBatch, makeBatch } from "./fixtures/move_batch.ts";
-import { counters, noneAbove, spawnMoveWorker as spawn, until } from "./fixtures/threads.ts";
+import { counters, expectCountersBack, settledCounters, spawnMoveWorker as spawn, until } from "./fixtures/threads.ts";
 
 const moveTest = (name: string, fn: () => void | Promise<void>) => test(`move: ${name}`, fn, { skip: skipWithoutDriver });
-/** Waits (up to 5 s) until the counters are back to `before`: workers end on their own time. */
-/** Waits until no counter is above `before` (workers end on their own time), and asserts it. */
+/** Waits until the counters are back at `before` exactly (workers end on their own time), and asserts it. */
 async function settled(before: ReturnType<typeof counters>, what: string): Promise<void> {
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `${what}: ${JSON.stringify(counters())} against ${JSON.stringify(before)} before`);
+  await expectCountersBack(before, what);
 }
 
 async function ended(owner: number): Promise<void> {
@@ -42,7 +40,7 @@ async function ended(owner: number): Promise<void> {
 }
 
 moveTest("four workers copy at once; each result, moved to the main thread, is exact there", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const workers = [spawn(), spawn(), spawn(), spawn()];
   let wrong = 0;
   for (let round = 0; round < 5; round++) {
@@ -63,7 +61,7 @@ moveTest("four workers copy at once; each result, moved to the main thread, is e
 });
 
 moveTest("moved twice: main → worker → main, exact each time; the message is taken once", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const first = await w.ask({ op: "copy", seed: 11 });
   const batch = takeResult(first.moved!);
@@ -81,7 +79,7 @@ moveTest("moved twice: main → worker → main, exact each time; the message is
 });
 
 moveTest("used by the sender after the move: a clear error, nothing freed twice", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const onGpu = await startCopy({ a: new Float32Array([1, 2, 3]), t: new Tensor(new Int32Array(4), [2, 2]) }, "cuda:0");
   const moved = moveResult(onGpu);
   assert(onGpu.a.disposed && onGpu.t.disposed, "disposed");
@@ -98,7 +96,7 @@ moveTest("used by the sender after the move: a clear error, nothing freed twice"
 });
 
 moveTest("never taken: dropMoved, and dropMovedFrom a terminated worker, give the parcels back", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const a = await w.ask({ op: "copy", seed: 3 });
   const b = await w.ask({ op: "copy", seed: 4 });
@@ -116,7 +114,7 @@ moveTest("never taken: dropMoved, and dropMovedFrom a terminated worker, give th
 });
 
 moveTest("a result survives its sender's terminate(), and is exact", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const reply = await w.ask({ op: "copy", seed: 21 });
   w.worker.terminate();
@@ -128,7 +126,7 @@ moveTest("a result survives its sender's terminate(), and is exact", async () =>
 });
 
 moveTest("a worker terminated with copies in flight and results held: C gives back what it owned", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const reply = await w.ask({ op: "inflight", count: 8 });
   assertSame(reply.started, 9);
@@ -139,7 +137,7 @@ moveTest("a worker terminated with copies in flight and results held: C gives ba
 });
 
 moveTest("pinned host arrays and tensors, and pinned outputs of a copy to the host, move exact", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const w = spawn();
   const p = await w.ask({ op: "pinned", seed: 9 });
   const got = takeResult(p.moved!) as { ids: Int32Array; t: Tensor };
@@ -184,7 +182,7 @@ moveTest("an arena's tensor cannot be moved; a message that is not ours is refus
 });
 
 moveTest("a getter run by moveResult disposes or releases a leaf it read before: an MtcError naming it, nothing taken, nothing freed twice", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const onGpu = await startCopy({ a: new Float32Array([1, 2]), b: new Int32Array([3]) }, "cuda:0");
   const pinned = pinnedArray("float64", 4).fill(7);
   const parcels = library().symbols.mtc_parcels_live!();
@@ -215,7 +213,7 @@ moveTest("a getter run by moveResult disposes or releases a leaf it read before:
 });
 
 moveTest("takeResult and dropMoved read each field of a message once", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const moved = moveResult(await startCopy({ x: new Uint8Array([5, 6]) }, "cuda:0"));
   const reads: Record<string, number> = {};
   const counted = new Proxy(moved, {

@@ -159,7 +159,7 @@ test("pinned limit: MTC_PINNED_LIMIT sets the limit a process starts with", asyn
   tally.cases++;
 }, { skip });
 
-test("pinned limit: totals", () => {
+test("pinned limit: totals: every case ran, every copy checked", () => {
   assert(cudaDeviceCount() >= 2, "the copies use cuda:0 and cuda:1");
-  tally.print(runner);
+  tally.check(runner, { cases: 6, copies: 10_053, bytes: 164_015_704 });
 }, { skip });

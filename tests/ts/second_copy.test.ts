@@ -31,7 +31,7 @@ import { foreignCopy } from "../../ts/base/copy_identity.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertRejects, assertSame, assertThrows, test } from "./harness.ts";
 import { assertPoolsBack, poolMark } from "./fixtures/checks.ts";
-import { counters, noneAbove, until } from "./fixtures/threads.ts";
+import { expectCountersBack, settledCounters } from "./fixtures/threads.ts";
 
 type Library = typeof mod;
 
@@ -244,7 +244,7 @@ copyTest("a getter or a Proxy cannot fool the recognition; a mark only ever refu
 });
 
 copyTest("a loader whose producer imports a second copy through its npm entry: every leaf copied, arena leaves in place", async () => {
-  const before = counters();
+  const before = await settledCounters();
   const loader = startLoader<Record<string, DeviceTensor>>({ module: new URL("./fixtures/second_copy_batches.ts", import.meta.url), device: "cuda:0", workers: 1, batches: 2, args: { library: `${sameVersion}ts/npm.ts` } });
   let batches = 0;
   for await (const batch of loader) {
@@ -264,8 +264,7 @@ copyTest("a loader whose producer imports a second copy through its npm entry: e
   await assertRejects(() => refused.next(), MtcError, `.tensor: a Tensor of another copy of multi-tensor-copier 0.1.0 (loaded from ${sameVersion}ts/base/copy_identity.ts)`);
   await refused.close();
   // The workers' arenas and pinned tensors go with their threads.
-  await until(() => noneAbove(before));
-  assert(noneAbove(before), `loader with a second copy: leaked (${JSON.stringify(before)} → ${JSON.stringify(counters())})`);
+  await expectCountersBack(before, "loader with a second copy");
 });
 
 test("second copy: the npm package's shared module (dist/core.js) finds the packaged library, as its two entries did", () => {

@@ -21,16 +21,14 @@ import { skipWithoutDriver, tick, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, note, test } from "./harness.ts";
 import { randomLeaf } from "./random_tensors.ts";
 
-const streamTest = (name: string, fn: () => void | Promise<void>) =>
-  test(`streams: ${name}`, fn, { skip: skipWithoutDriver });
+/** A streams test; with `kernels`, skipped (and reported so) where libmtc has no kernels. */
+const streamTest = (name: string, fn: () => void | Promise<void>, kernels = false) =>
+  test(`streams: ${name}`, fn, { skip: skipWithoutDriver ?? (kernels && !hasKernels() ? NO_KERNELS : undefined) });
+
+const NO_KERNELS = "this libmtc has no kernels: mtc_has_kernels() is 0";
+if (skipWithoutDriver === undefined && !hasKernels()) note(`streams: the tests of kernels on streams skipped: ${NO_KERNELS}`);
 
 const SPIN_US = 150_000; // a debug kernel's spin: long against everything else here
-
-function kernels(what: string): boolean {
-  if (hasKernels()) return true;
-  note(`streams: ${what}: not run (this libmtc has no kernels: mtc_has_kernels() is 0)`);
-  return false;
-}
 
 /** An unpacked device buffer of `bytes` bytes, filled with `value`. */
 function deviceBuffer(bytes: number, value: number, device: "cuda:0" | "cuda:1" = "cuda:0"): DeviceTensor {
@@ -183,7 +181,6 @@ streamTest("without a current stream, the caller's streams do not wait for the c
 });
 
 streamTest("a source written by a kernel on its stream just before startCopy is copied with the written value", () => {
-  if (!kernels("source capture")) return;
   for (const target of ["cpu", "cuda:1"] as const) { // (to cuda:0 it would be reused, not copied)
     using s = Stream.create("cuda:0");
     const src = deviceBuffer(4096, 1);
@@ -198,10 +195,9 @@ streamTest("a source written by a kernel on its stream just before startCopy is 
     h.dispose();
     disposeAll([src, out]);
   }
-});
+}, true);
 
 streamTest("a source on cuda:1 written on cuda:1's stream is captured for a copy to cuda:0", () => {
-  if (!kernels("cross-device source capture")) return;
   using s1 = Stream.create("cuda:1");
   const src = deviceBuffer(1 << 16, 2, "cuda:1");
   debugFill(s1, src, 0x3c, { spinMicroseconds: SPIN_US });
@@ -212,28 +208,25 @@ streamTest("a source on cuda:1 written on cuda:1's stream is captured for a copy
   assertEquals(out.src.toHost(), new Uint8Array(1 << 16).fill(0x3c));
   assertEquals(out.host.toHost(), new Float32Array([5]));
   disposeAll([src, out]);
-});
+}, true);
 
 streamTest("a long kernel on the target stream: get() returns before it ends; work queued after sees the copy", () => {
-  if (!kernels("long kernel on the target stream")) return;
   using t = Stream.create("cuda:0");
   const scratch = deviceBuffer(64, 0);
   const input = randomLeaf("uint8", [50_000], 7) as Uint8Array;
   const dst = deviceBuffer(input.byteLength, 0);
-  const t0 = performance.now();
   debugFill(t, scratch, 1, { spinMicroseconds: SPIN_US });
   const h = withStream(t, () => startCopy(input, "cuda:0"));
   const out = h.get(); // waits for the copy only
-  const elapsed = performance.now() - t0;
+  // Recorded after get() returned, behind the spin: not complete, so get() did not wait for it.
   using queued = t.recordEvent();
   assertSame(queued.query(), false, "the spin is still running");
-  assert(elapsed < SPIN_US / 1000, `get() returned after ${elapsed.toFixed(1)} ms, before the ${SPIN_US / 1000} ms kernel`);
   debugCopy(t, dst, out); // a kernel that reads the copy, queued after it on t
   t.synchronize();
   assertEquals(dst.toHost(), input);
   h.dispose();
   disposeAll([scratch, dst, out]);
-});
+}, true);
 
 // --------------------------------------------------- completion events
 
