@@ -112,7 +112,9 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * with code MTC_IN_PROGRESS and the copy goes on (the handle stays usable:
    * get, await or dispose it later). `options.signal` stops it only if it
    * has aborted when get() is called, since a blocked thread runs no event:
-   * use {@link wait} to abort a wait in progress.
+   * use {@link wait} to abort a wait in progress. Options are read once,
+   * first (a getter of theirs that disposes the handle makes get() throw
+   * MTC_ERR_INVALID_STATE).
    *
    * @example
    * ```ts
@@ -156,7 +158,10 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * with an MtcError whose code is MTC_IN_PROGRESS (an abort's reason is its
    * `cause`). Only the wait stops: the copy goes on, and the handle stays as
    * it was (await it, get() it or dispose() it later; the bytes are the
-   * copy's). Bad options reject with MTC_ERR_INVALID_ARGUMENT.
+   * copy's). A wait that stopped does nothing more: a copyInto's host
+   * destinations are written by a later call, never by it. Options are read
+   * once, first; bad ones reject with MTC_ERR_INVALID_ARGUMENT, and a handle
+   * disposed meanwhile (by a getter of theirs) with MTC_ERR_INVALID_STATE.
    *
    * @example
    * ```ts
