@@ -114,7 +114,9 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * with code MTC_IN_PROGRESS and the copy goes on (the handle stays usable:
    * get, await or dispose it later). `options.signal` stops it only if it
    * has aborted when get() is called, since a blocked thread runs no event:
-   * use {@link wait} to abort a wait in progress.
+   * use {@link wait} to abort a wait in progress. Options are read once,
+   * first (a getter of theirs that disposes the handle makes get() throw
+   * MTC_ERR_INVALID_STATE).
    *
    * @example
    * ```ts
@@ -158,7 +160,10 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * with an MtcError whose code is MTC_IN_PROGRESS (an abort's reason is its
    * `cause`). Only the wait stops: the copy goes on, and the handle stays as
    * it was (await it, get() it or dispose() it later; the bytes are the
-   * copy's). Bad options reject with MTC_ERR_INVALID_ARGUMENT.
+   * copy's). A wait that stopped does nothing more: a copyInto's host
+   * destinations are written by a later call, never by it. Options are read
+   * once, first; bad ones reject with MTC_ERR_INVALID_ARGUMENT, and a handle
+   * disposed meanwhile (by a getter of theirs) with MTC_ERR_INVALID_STATE.
    *
    * @example
    * ```ts
@@ -314,54 +319,45 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   }
 
   #startWaiting(): Waiting<T> {
-    let resolve!: (value: T) => void;
-    let reject!: (error: unknown) => void;
-    const w: Waiting<T> = { promise: new Promise<T>((yes, no) => ((resolve = yes), (reject = no))), callers: 0 };
+    const w = newWaiting<T>();
     this.#waiting = w;
-    /** False once every caller left (or it finished): nothing more is done for it. */
-    const wanted = () => this.#waiting === w;
-    const finish = () => {
-      if (this.#waiting === w) this.#waiting = null;
-      try {
-        resolve(this.get()); // for a copyInto to the host, this writes the destinations
-      } catch (e) {
-        reject(e);
-      }
-    };
-    /** Finishes when the copy is over; true when nothing is left to do (also once nobody wants it). */
-    const over = () => {
-      if (!wanted()) return true;
-      if (!this.ready()) return false;
-      finish();
-      return true;
-    };
-    if (over()) return w;
-    const plan = this.#record!.plan;
+    // Over already: done now. A Deno wait on another thread that is out
+    // already (for a wait that stopped since) finishes this one when it
+    // returns, so no FFI call outlives the await.
+    if (this.#over(w) || this.#waitsPending > 0) return w;
     const waitNonblocking = library().symbols.mtc_plan_wait_nonblocking;
-    const waitOnThread = (wait: NonNullable<typeof waitNonblocking>) => {
-      // Deno: mtc_plan_wait_device on an FFI thread (it writes no destination);
-      // the plan is not released until it returns.
-      this.#waitsPending++;
-      const returned = () => {
-        if (--this.#waitsPending === 0 && this.#releaseDeferred) this.#releasePlan();
-      };
-      wait(plan).then(
-        () => {
-          returned();
-          // The device work is over: get() waits no longer. Nothing if nobody wants it any more.
-          if (wanted()) finish();
-        },
-        (e) => {
-          returned();
-          if (wanted()) {
-            this.#waiting = null;
-            reject(e);
-          }
-        },
-      );
-    };
-    spin(over, waitNonblocking !== undefined ? () => waitOnThread(waitNonblocking) : () => pollUntil(over));
+    const over = () => this.#over(w);
+    spin(over, waitNonblocking !== undefined ? () => this.#waitOnThread(waitNonblocking) : () => pollUntil(over));
     return w;
+  }
+
+  /** Finishes `w` when the copy is over; true when nothing is left to do for it (also once nobody wants it). */
+  #over(w: Waiting<T>): boolean {
+    if (this.#waiting !== w) return true;
+    if (!this.ready()) return false;
+    this.#waiting = null;
+    w.settle(() => this.get()); // for a copyInto to the host, get() writes the destinations
+    return true;
+  }
+
+  /**
+   * Deno: mtc_plan_wait_device on an FFI thread (it writes no destination);
+   * the plan is not released until it returns. Its return finishes the wait
+   * in progress then, if any: nothing when every caller has left.
+   */
+  #waitOnThread(wait: (plan: number) => Promise<number>): void {
+    this.#waitsPending++;
+    const returned = (error: unknown) => {
+      if (--this.#waitsPending === 0 && this.#releaseDeferred) this.#releasePlan();
+      const w = this.#waiting;
+      if (w === null) return;
+      this.#waiting = null;
+      w.settle(() => {
+        if (error !== undefined) throw error;
+        return this.get(); // the device work is over: get() waits no longer
+      });
+    };
+    wait(this.#record!.plan).then(() => returned(undefined), (e) => returned(e ?? new Error("the wait failed")));
   }
 }
 
@@ -369,4 +365,23 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
 interface Waiting<T> {
   readonly promise: Promise<T>;
   callers: number;
+  /** Resolves with what `outcome` returns, or rejects with what it throws. */
+  settle(outcome: () => T): void;
+}
+
+function newWaiting<T>(): Waiting<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
+  return {
+    promise,
+    callers: 0,
+    settle(outcome) {
+      try {
+        resolve(outcome());
+      } catch (e) {
+        reject(e);
+      }
+    },
+  };
 }
