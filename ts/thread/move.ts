@@ -81,8 +81,8 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
     sender,
     root: out.root,
     template: templateText(out.template),
-    nums: new Float64Array(out.nums),
-    dims: new Float64Array(out.dims),
+    nums: out.nums.slice(0, out.numCount),
+    dims: out.dims.slice(0, out.dimCount),
     data: out.data,
     extras: out.extras.some((e) => e !== null) ? out.extras : null,
   } as Moved<T>;
