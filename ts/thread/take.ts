@@ -13,7 +13,7 @@
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { viewKind, viewSlice } from "../base/views.ts";
+import { viewKind } from "../base/views.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
@@ -75,7 +75,7 @@ export function takeResult<T>(message: Moved<T>): T {
  * message cannot change what was checked), and checked for their kinds
  * before anything is asked of C; the arrays are copied.
  */
-export function readMessage(message: unknown): Received {
+function readMessage(message: unknown): Received {
   if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
   const { parcel, root, template, nums, dims, data, extras, error } = message as unknown as Record<string, unknown>;
   const bad = (what: string) => damaged("takeResult", what);
@@ -92,10 +92,11 @@ export function readMessage(message: unknown): Received {
   if (extras !== null && extras !== undefined && !Array.isArray(extras)) throw bad("its extras are neither null nor an array");
   m.root = root;
   m.template = template;
-  m.nums = viewSlice(nums as Float64Array);
-  m.dims = viewSlice(dims as Float64Array);
-  m.data = Array.prototype.slice.call(data);
-  m.extras = Array.isArray(extras) ? Array.prototype.slice.call(extras) : null;
+  // Copies no user code reaches (the constructor looks up no species, as slice would).
+  m.nums = new Float64Array(nums as Float64Array);
+  m.dims = new Float64Array(dims as Float64Array);
+  m.data = data; // copied by checkRows, once it knows their lengths
+  m.extras = Array.isArray(extras) ? extras : null;
   return m;
 }
 

@@ -21,7 +21,7 @@ import { damaged, DATA, DEVICE, F, FIELDS, KEEPS_TENSOR, LEAF, leafPath, type Mo
 
 const REF_BLOCK = 1;
 
-/** A message's fields, each read once, of the kinds they must be; arrays are copies. */
+/** A message's fields, each read once, of the kinds they must be: nums and dims copied, data and extras copied by checkRows. */
 export interface Received {
   parcel: number;
   root: number;
@@ -78,10 +78,18 @@ const STORAGE_BYTES = DTYPES.map((d) => DTYPE_SIZE[d] / valuesPerElement(d));
 /** True when `offset` (an index) is a multiple of `bytes` (a power of two): a mask where it fits 31 bits. */
 const aligned = (offset: number, bytes: number) => (offset <= 0x7fffffff ? ((offset | 0) & (bytes - 1)) === 0 : offset % bytes === 0);
 
+/** `length` elements of `array`, each read once, into an array of ours. */
+function copied(array: unknown[], length: number): unknown[] {
+  const out = new Array<unknown>(length);
+  for (let i = 0; i < length; i++) out[i] = array[i];
+  return out;
+}
+
 /**
  * Checks every row of `m` against `template` and, through `describe` (which
  * asks C, for as many entries as the rows name blocks), against the parcel.
- * Throws MtcError naming the leaf; takes nothing.
+ * Copies `m.data` and `m.extras` into arrays of ours. Throws MtcError
+ * naming the leaf; takes nothing.
  */
 export function checkRows(m: Received, template: Template, describe: (blocks: number) => Entry[]): Checked {
   const bad = (what: string, leaf?: number) => damaged("takeResult", what, leaf === undefined ? undefined : leafPath(template, m.root, leaf));
@@ -89,8 +97,13 @@ export function checkRows(m: Received, template: Template, describe: (blocks: nu
   const dataCount = template.data + (m.root === DATA ? 1 : 0);
   if ((template.containers.length > 0) !== (m.root === 0)) throw bad(`its root ${m.root} does not match its template`);
   if (m.nums.length !== leafCount * FIELDS) throw bad(`its template holds ${leafCount} leaves but its nums has ${m.nums.length} numbers (${FIELDS} a leaf)`);
-  if (m.data.length !== dataCount) throw bad(`its template holds ${dataCount} values but its data has ${m.data.length}`);
-  if (m.extras !== null && m.extras.length !== leafCount) throw bad(`it has ${leafCount} leaves but ${m.extras.length} extras`);
+  // Lengths read once, checked, then the elements copied: what user code does with the arrays from now on changes nothing.
+  const dataLength = m.data.length;
+  if (dataLength !== dataCount) throw bad(`its template holds ${dataCount} values but its data has ${dataLength}`);
+  m.data = copied(m.data, dataCount);
+  const extrasLength = m.extras === null ? leafCount : m.extras.length;
+  if (extrasLength !== leafCount) throw bad(`it has ${leafCount} leaves but ${extrasLength} extras`);
+  if (m.extras !== null) m.extras = copied(m.extras, leafCount);
   const { nums, dims, extras } = m;
   const shapes = new Array<readonly number[]>(leafCount);
   const bytes = new Float64Array(leafCount);
