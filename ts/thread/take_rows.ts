@@ -163,9 +163,8 @@ export function checkRows(m: Received, template: Template, describe: (blocks: nu
     const e = entries[block]!;
     const pinned = nums[at + F.kind] === PINNED;
     const end = nums[at + F.offset]! + (pinned ? nums[at + F.length]! * STORAGE_BYTES[nums[at + F.dtype]! | 0]! : bytes[leaf]!);
-    if (e.kind !== REF_BLOCK || e.pinned !== pinned || end > e.bytes || (!pinned && !deviceFits(nums, at, e))) {
-      throw bad(`${againstBlock(nums, at, end, e)} (block ${block}: ${e.pinned ? "pinned" : `cuda:${e.device}`}, ${e.bytes} bytes)`, leaf);
-    }
+    const problem = againstBlock(nums, at, pinned, end, e);
+    if (problem !== null) throw bad(`${problem} (block ${block}: ${e.pinned ? "pinned" : `cuda:${e.device}`}, ${e.bytes} bytes)`, leaf);
     named[block] = 1;
     if (pinned && end > spans[block]!) spans[block] = end;
   }
@@ -226,24 +225,17 @@ function readLayout(extra: unknown): { data: unknown; strides: number[] | undefi
   return { data, strides: strides === undefined ? undefined : Array.prototype.slice.call(strides), offset: offset as number };
 }
 
-/** True when a DeviceTensor's row fits its block (a device block of the row's device, at an offset aligned for its dtype). */
-function deviceFits(nums: Float64Array, at: number, e: Entry): boolean {
-  return e.device >= 0 && (nums[at + F.device]! | 0) === e.device && aligned(nums[at + F.offset]!, STORAGE_BYTES[nums[at + F.dtype]! | 0]!);
-}
-
-/** Why the leaf at row `at`, whose bytes end at `end`, cannot lie in the block C described (the error path). */
-function againstBlock(nums: Float64Array, at: number, end: number, e: Entry): string {
-  const offset = nums[at + F.offset]!;
-  if (e.kind !== REF_BLOCK) return "its block is no block";
-  if (nums[at + F.kind] === PINNED) {
-    if (!e.pinned) return "a pinned leaf names a block of device memory";
-  } else {
-    const device = nums[at + F.device]!, code = nums[at + F.dtype]!;
-    if (e.pinned || e.device < 0) return "a DeviceTensor names a block of host memory";
+/** Why the leaf at row `at` (pinned or not), whose bytes end at `end`, cannot lie in the block C described, or null. */
+function againstBlock(nums: Float64Array, at: number, pinned: boolean, end: number, e: Entry): string | null {
+  if (e.kind !== REF_BLOCK) return "its block is no block of memory";
+  if (pinned && !e.pinned) return "a pinned leaf names a block of device memory";
+  if (!pinned) {
+    const device = nums[at + F.device]! | 0, code = nums[at + F.dtype]! | 0, offset = nums[at + F.offset]!;
+    if (e.pinned) return "a DeviceTensor names a block of host memory";
     if (device !== e.device) return `a DeviceTensor on cuda:${device} names a block on cuda:${e.device}`;
-    if (offset % STORAGE_BYTES[code]! !== 0) return `a ${DTYPES[code]} DeviceTensor at byte ${offset} of its block is misaligned`;
+    if (!aligned(offset, STORAGE_BYTES[code]!)) return `a ${DTYPES[code]} DeviceTensor at byte ${offset} of its block is misaligned`;
   }
-  return `bytes ${offset}..${end} lie past its block`;
+  return end <= e.bytes ? null : `bytes ${nums[at + F.offset]}..${end} lie past its block`;
 }
 
 /** A pinned leaf of the receiver's buffer, as its checked row says. */
