@@ -23,7 +23,7 @@ static void test_id_spaces(void) {
     uint64_t id = mtc_id_space_next(&owners);
     uint64_t ref = mtc_id_space_next(&refs);
     uint64_t foreign = mtc_id_space_next(&other_process);
-    wrong += id == 0 || id >= (1ull << 53) || ref == 0 || ref >= (1ull << 53);
+    wrong += (id >> 52) != 1 || (ref >> 52) != 1; /* the mark: never 0, below 2^53 */
     wrong += mtc_id_map_get(&seen, id) != NULL; /* never twice */
     wrong += mtc_id_map_put(&seen, id, &seen) != 0;
     wrong += !mtc_id_space_issued(&owners, id) || !mtc_id_space_issued(&refs, ref);
@@ -39,6 +39,7 @@ static void test_id_spaces(void) {
   CHECK(!mtc_id_space_issued(&owners, 0));
   CHECK(!mtc_id_space_issued(&owners, 1));
   CHECK(!mtc_id_space_issued(&owners, (uint64_t)1 << 50));
+  CHECK(!mtc_id_space_issued(&later, next & ~(1ull << 52))); /* without its mark */
   CHECK(!mtc_id_space_issued(&owners, ~(uint64_t)0));
   /* Used up: 0 from then on. */
   mtc_id_space last;

@@ -5,7 +5,7 @@
 // Emulated driver.
 import { disposeAll, dropMoved, dropMovedFrom, type Moved, MtcError, moveResult, ownerAlive, startCopy, takeResult, Tensor, threadOwner } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
-import { FIELDS } from "../../ts/thread/message.ts";
+import { F, FIELDS } from "../../ts/thread/message.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
@@ -169,6 +169,38 @@ garbledTest("Proxies and own properties: each field read once, lengths as the en
   refused(() => takeResult(cyclic), "its data has 2");
   cyclic.data.pop();
   assertEquals(takeResult(cyclic), { n: 1 });
+});
+
+garbledTest("user code run while a message is read (a getter in an extra) edits the message: nothing it changes is used", async () => {
+  const m = await sample();
+  const t = m.extras!.findIndex((e) => e !== null);
+  const extra = m.extras![t]!;
+  const nums = m.nums!, dims = m.dims!, data = m.data!;
+  let ran = 0;
+  const sneaky = {
+    get data() {
+      ran++;
+      nums[F.offset] = 2 ** 40; // the DeviceTensor's offset, after its row was checked
+      dims[0] = 1 << 30;
+      data.length = 0;
+      return extra.data;
+    },
+    strides: undefined,
+    offset: 0,
+  };
+  const got = takeResult(withFields(m, { extras: m.extras!.map((e, i) => (i === t ? sneaky : e)) })) as { x: { toHost(): Float32Array }; n: number };
+  assertSame(ran, 1, "the getter ran once");
+  assertEquals(Array.from(got.x.toHost()), [1, 2], "the rows as they were read");
+  assertSame(got.n, 3, "the data as it was read");
+  disposeAll(got);
+});
+
+garbledTest("a sparse data array of 2^31 elements is refused at once", async () => {
+  const m = await sample();
+  const sparse: unknown[] = [];
+  sparse.length = 2 ** 31;
+  refused(() => takeResult(withFields(m, { data: sparse })), "its data has 2147483648");
+  disposeAll(takeResult(m));
 });
 
 garbledTest("a cyclic result round-trips as a cycle", () => {

@@ -21,6 +21,7 @@ import {
   threadOwner,
 } from "../../ts/mod.ts";
 import { library } from "../../ts/ffi/library.ts";
+import { encodeOptions, OPTIONS_SIZE, resolveOptions } from "../../ts/copy/options.ts";
 import { F, FIELDS } from "../../ts/thread/message.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
@@ -79,7 +80,7 @@ moveTest("edited rows are refused, naming the leaf; the message as sent is still
   const invalid = "MTC_ERR_INVALID_ARGUMENT";
   // Where a DeviceTensor lies (its address is the block's first byte plus its offset).
   refused(() => takeResult(edited(m, A, "offset", 1 << 30)), invalid, "lie past its block", ".a");
-  refused(() => takeResult(edited(m, A, "offset", row(A, "offset") + 2)), invalid, "misaligned", ".a");
+  refused(() => takeResult(edited(m, A, "offset", row(A, "offset") + 2, [[0, 2]])), invalid, "misaligned", ".a"); // inside the block
   refused(() => takeResult(edited(m, A, "offset", row(A, "offset") + 4)), invalid, "lie past its block", ".a");
   refused(() => takeResult(edited(m, A, "offset", -16)), invalid, "no index", ".a");
   refused(() => takeResult(edited(m, A, "offset", 0.5)), invalid, "no index", ".a");
@@ -107,6 +108,11 @@ moveTest("edited rows are refused, naming the leaf; the message as sent is still
   refused(() => takeResult(edited(m, P, "length", 1 << 20, [[1, 1 << 20]])), invalid, "lie past its block", ".p");
   refused(() => takeResult(edited(m, P, "offset", 4)), invalid, "misaligned", ".p");
   refused(() => takeResult(edited(m, P, "block", row(A, "block"))), invalid, "names a block of device memory", ".p");
+  const two = structuredClone(m) as { nums: Float64Array; dims: Float64Array };
+  two.nums[P * FIELDS + F.length] = 2;
+  two.nums[P * FIELDS + F.block] = row(A, "block");
+  two.dims[1] = 2;
+  refused(() => takeResult(two as unknown as Moved), invalid, "names a block of device memory", ".p"); // 16 bytes: they would fit
   refused(() => takeResult(edited(m, P, "length", 9)), invalid, "is not [9]", ".p");
   refused(() => takeResult(edited(m, T, "length", 5)), invalid, "is not the 5 values", ".t");
   refused(() => takeResult(edited(m, T, "kind", 2)), invalid, "", ".t");
@@ -120,12 +126,33 @@ moveTest("edited rows are refused, naming the leaf; the message as sent is still
   disposeAll(got);
 });
 
+moveTest("a parcel's ref that is no block (a plan) named as a leaf's block is refused", () => {
+  const view = new DataView(new ArrayBuffer(OPTIONS_SIZE));
+  encodeOptions(resolveOptions(undefined), view);
+  const out = new Uint32Array(2);
+  assertSame(sym().mtc_plan_create(0, new Uint8Array(view.buffer), out), 0);
+  const plan = out[0]! + out[1]! * 2 ** 32;
+  const m = moveResult({ x: 1 });
+  assert(sym().mtc_ref_adopt!(m.parcel, 2 /* MTC_REF_PLAN */, plan) !== 0, "the plan is the parcel's");
+  // An empty float32 DeviceTensor in block 0: nothing but the block's kind is wrong.
+  const row = new Float64Array(FIELDS);
+  row[F.dtype] = 11;
+  row[F.ndim] = 1;
+  const forged = { ...m, template: "[[1, \"x\", -1]]", nums: row, dims: new Float64Array([0]), data: [] } as Moved;
+  refused(() => takeResult(forged), "MTC_ERR_INVALID_ARGUMENT", "no block of memory", ".x");
+  const parcels = held().parcels;
+  dropMoved(m); // releases the plan with the parcel
+  assertSame(held().parcels, parcels - 1);
+});
+
 moveTest("a message kept from another process is unknown here: refused, and this process's parcels stay as they were", async () => {
   const child = new URL("./fixtures/move_stale.ts", import.meta.url).pathname;
-  const run = await runScript(child, [], {});
-  assertSame(run.code, 0, run.stderr);
-  const printed = JSON.parse(run.stdout.trim().split("\n").pop()!) as { owner: number; message: Moved & { nums: number[]; dims: number[] } };
-  const stale = { ...printed.message, nums: new Float64Array(printed.message.nums), dims: new Float64Array(printed.message.dims) } as Moved;
+  const runs = [await runScript(child, [], {}), await runScript(child, [], {})];
+  for (const run of runs) assertSame(run.code, 0, run.stderr);
+  const [printed, other] = runs.map((run) => JSON.parse(run.stdout.trim().split("\n").pop()!) as { owner: number; message: Moved & { nums: number[]; dims: number[] } });
+  // Two processes that did the same things number their owners and parcels apart (a key of their own).
+  assert(printed!.owner !== other!.owner && printed!.message.parcel !== other!.message.parcel, `ids of two processes: ${printed!.owner}, ${other!.owner}`);
+  const stale = { ...printed!.message, nums: new Float64Array(printed!.message.nums), dims: new Float64Array(printed!.message.dims) } as Moved;
   // Live parcels here, of the same structure as the stale one.
   const here = [1, 2, 3].map(async () => {
     const onGpu = await startCopy({ a: new Float32Array([1, 2, 3, 4]) }, "cuda:0");
@@ -137,8 +164,8 @@ moveTest("a message kept from another process is unknown here: refused, and this
   assert(e.message.includes(String(stale.parcel)), e.message);
   const before = held();
   dropMoved(stale); // unknown: nothing to give back
-  assertSame(dropMovedFrom(printed.owner), 0, "a stale sender's id names no parcel here");
-  assert(!ownerAlive(printed.owner), "nor an owner");
+  assertSame(dropMovedFrom(printed!.owner), 0, "a stale sender's id names no parcel here");
+  assert(!ownerAlive(printed!.owner), "nor an owner");
   assertEquals(held(), before, "this process's parcels are untouched");
   for (const m of live) {
     const got = takeResult(m) as { a: DeviceTensor; p: Float64Array };

@@ -5,7 +5,8 @@
  * plain data, inside arrays, plain objects and Maps) or an error into one
  * plain message, whose C references travel in a parcel (mtc/owner.h);
  * {@link takeResult} on the receiving thread rebuilds the result, owning
- * them. The message is described by message.ts; this file walks the value.
+ * them. The message is described by message.ts, written by outgoing.ts and
+ * read, as untrusted input, by take.ts.
  *
  * @module
  */
@@ -34,8 +35,15 @@ export { takeResult } from "./take.ts";
  * arrays, plain data, inside arrays, plain objects and Maps), an
  * AsyncCopyHandle (its result: this waits for the copy, then disposes the
  * handle), or an Error (MtcError keeps its status, code and leaf path).
- * An arena's tensors cannot be moved (MtcError naming the leaf): move the
- * copy's result.
+ * Refused, with an MtcError naming the leaf and nothing moved: an arena's
+ * tensors (move the copy's result), a DeviceTensor imported by fromDLPack
+ * (its memory is another library's: copy it into libmtc's first), and a
+ * leaf disposed or moved already. A pinned block that a copy submitted
+ * earlier still reads or writes is handed over once that copy is over:
+ * this waits for it, blocking the thread, as it does for a handle.
+ *
+ * Every message has a parcel, so each is taken once; the receiver trusts
+ * nothing in it (an edited, stale or forged message is refused).
  *
  * @example
  * ```ts
@@ -81,8 +89,8 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
     sender,
     root: out.root,
     template: templateText(out.template),
-    nums: new Float64Array(out.nums),
-    dims: new Float64Array(out.dims),
+    nums: out.nums.slice(0, out.numCount),
+    dims: out.dims.slice(0, out.dimCount),
     data: out.data,
     extras: out.extras.some((e) => e !== null) ? out.extras : null,
   } as Moved<T>;

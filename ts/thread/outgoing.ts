@@ -27,7 +27,7 @@ import {
 import { DTYPES, type DType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { pinnedBlockOf } from "../tensor/host_output.ts";
 import { releasedData, Tensor } from "../tensor/tensor.ts";
-import { ARRAY, BARE_OBJECT, DATA, DEVICE, KEEPS_TENSOR, LEAF, MAP, NATURAL, OBJECT, PACKED, PINNED, TENSOR, type TensorExtra } from "./message.ts";
+import { ARRAY, BARE_OBJECT, DATA, DEVICE, FIELDS, KEEPS_TENSOR, LEAF, MAP, NATURAL, OBJECT, PACKED, PINNED, TENSOR, type TensorExtra } from "./message.ts";
 
 /** Walks `value` once, breadth first, writing the template, the leaves and the data; what moveResult sends. */
 export class Outgoing {
@@ -36,8 +36,11 @@ export class Outgoing {
   /** Per container: its parent container and its slot there (for leaf paths in errors). */
   readonly parents: number[] = [];
   readonly parentSlots: (string | number)[] = [];
-  readonly nums: number[] = [];
-  readonly dims: number[] = [];
+  /** The leaf rows and their shapes, written straight into doubles (a JavaScript array of small integers costs a slow conversion to send). */
+  nums: Float64Array = new Float64Array(FIELDS * 64);
+  numCount = 0;
+  dims: Float64Array = new Float64Array(128);
+  dimCount = 0;
   readonly data: unknown[] = [];
   readonly extras: (TensorExtra | null)[] = [];
   /** Distinct blocks: pointer → index (the order the parcel is given them); per index, the block, and where its first leaf is (container, slot). */
@@ -85,15 +88,7 @@ export class Outgoing {
       if (!isDeviceTensor(value)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "moveResult: not a DeviceTensor made by this library", { path: this.path(c, slot) });
       if (tensorDisposed(value)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "moveResult: the DeviceTensor was disposed (or moved already)", { path: this.path(c, slot) });
       const block = tensorBlock(value);
-      if (block === 0 && holderOf(value) !== null) {
-        // fromDLPack's: the memory is the producer's, freed by its deleter when this tensor goes.
-        throw new MtcError(
-          Status.MTC_ERR_INVALID_ARGUMENT,
-          "moveResult: this DeviceTensor was imported by fromDLPack: its memory is another library's, freed by that library's deleter with this tensor, so it cannot move; " +
-            "copy it into memory of libmtc's first (copyInto(tensor, DeviceTensor.empty(tensor.shape, tensor.dtype, tensor.device))) and move the copy, or hand the DLPack tensor itself to the other thread",
-          { path: this.path(c, slot) },
-        );
-      }
+      if (block === 0 && holderOf(value) !== null) throw borrowed(this.path(c, slot));
       const b = block === 0 ? -1 : this.block(block, false, c, slot);
       const flags = (tensorPacked(value) ? PACKED : 0) | (tensorKeepsTensor(value) ? KEEPS_TENSOR : 0);
       this.push(DEVICE, b, b < 0 ? 0 : tensorOffset(value), 0, tensorDevice(value), tensorDType(value), flags, tensorShape(value), null);
@@ -131,8 +126,10 @@ export class Outgoing {
   push(kind: number, block: number, offset: number, length: number, device: number, dtype: DType, flags: number, shape: readonly number[], extra: TensorExtra | null): void {
     // Indexed writes: a push of eight values, or a for-of over a frozen
     // shape, cost JavaScriptCore several times as much.
+    const at = this.numCount;
+    if (at + FIELDS > this.nums.length) this.nums = grown(this.nums, at + FIELDS);
+    if (this.dimCount + shape.length > this.dims.length) this.dims = grown(this.dims, this.dimCount + shape.length);
     const nums = this.nums;
-    const at = nums.length;
     nums[at] = kind;
     nums[at + 1] = block;
     nums[at + 2] = offset;
@@ -141,8 +138,11 @@ export class Outgoing {
     nums[at + 5] = DTYPE_CODE[dtype];
     nums[at + 6] = flags;
     nums[at + 7] = shape.length;
+    this.numCount = at + FIELDS;
     const dims = this.dims;
-    for (let i = 0; i < shape.length; i++) dims[dims.length] = shape[i]!;
+    let d = this.dimCount;
+    for (let i = 0; i < shape.length; i++) dims[d++] = shape[i]!;
+    this.dimCount = d;
     this.extras[this.extras.length] = extra;
   }
 
@@ -209,6 +209,13 @@ export class Outgoing {
   }
 }
 
+/** `array` copied into one of at least `least` elements (twice as many, at least). */
+function grown(array: Float64Array, least: number): Float64Array {
+  const more = new Float64Array(Math.max(least, 2 * array.length));
+  more.set(array);
+  return more;
+}
+
 /** OBJECT for a plain object, BARE_OBJECT for one without a prototype, -1 for anything else (data). */
 function plainKind(value: object): number {
   const proto = Object.getPrototypeOf(value);
@@ -235,6 +242,16 @@ export function templateText(template: (string | number)[][]): string {
 }
 
 const DTYPE_CODE = Object.fromEntries(DTYPES.map((d, i) => [d, i])) as Record<DType, number>;
+
+/** The error for a DeviceTensor imported by fromDLPack: its memory is the producer's, freed by its deleter when this tensor goes. */
+function borrowed(path: string): MtcError {
+  return new MtcError(
+    Status.MTC_ERR_INVALID_ARGUMENT,
+    "moveResult: this DeviceTensor was imported by fromDLPack: its memory is another library's, freed by that library's deleter with this tensor, so it cannot move; " +
+      "copy it into memory of libmtc's first (copyInto(tensor, DeviceTensor.empty(tensor.shape, tensor.dtype, tensor.device))) and move the copy, or hand the DLPack tensor itself to the other thread",
+    { path },
+  );
+}
 
 /** Why an empty view cannot move: the library's memory under it was released (moved already?), or its buffer was detached; else undefined. */
 function goneReason(data: TypedArray, buffer: ArrayBufferLike): string | undefined {

@@ -13,15 +13,35 @@
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { viewKind, viewSlice } from "../base/views.ts";
+import { viewKind } from "../base/views.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
 import { DeviceTensor } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, DTYPES } from "../tensor/dtype.ts";
+import { DTYPES } from "../tensor/dtype.ts";
 import { pinnedBuffer, releasePinned } from "../tensor/host_output.ts";
-import { ARRAY, BARE_OBJECT, checkedError, checkedTemplate, DATA, damaged, errorFromMessage, isMoved, LEAF, MAP, type Moved, PINNED, shown, type Template } from "./message.ts";
-import { checkRows, type Entry, type LeafPlan, pinnedLeaf, type Received } from "./take_rows.ts";
+import {
+  ARRAY,
+  BARE_OBJECT,
+  checkedError,
+  checkedTemplate,
+  DATA,
+  damaged,
+  errorFromMessage,
+  F,
+  FIELDS,
+  isMoved,
+  KEEPS_TENSOR,
+  LEAF,
+  MAP,
+  type Moved,
+  PACKED,
+  PINNED,
+  shown,
+  type Template,
+  TENSOR,
+} from "./message.ts";
+import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Received } from "./take_rows.ts";
 
 /**
  * Takes a moved result on this thread, once: returns the value, whose
@@ -42,9 +62,9 @@ export function takeResult<T>(message: Moved<T>): T {
     return errorFromMessage(m.error) as T;
   }
   const template = checkedTemplate(m.template);
-  const plan = checkRows(m, template, (capacity) => describeParcel(lib, m.parcel, capacity));
-  takeParcel(lib, m.parcel, plan.entries);
-  const leaves = makeLeaves(lib, plan);
+  const checked = checkRows(m, template, (capacity) => describeParcel(lib, m.parcel, capacity));
+  takeParcel(lib, m.parcel, checked.entries);
+  const leaves = makeLeaves(lib, m.nums, checked);
   if (m.root === LEAF) return leaves[0] as T;
   if (m.root === DATA) return m.data[0] as T;
   return build(template, leaves, m.data) as T;
@@ -55,7 +75,7 @@ export function takeResult<T>(message: Moved<T>): T {
  * message cannot change what was checked), and checked for their kinds
  * before anything is asked of C; the arrays are copied.
  */
-export function readMessage(message: unknown): Received {
+function readMessage(message: unknown): Received {
   if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
   const { parcel, root, template, nums, dims, data, extras, error } = message as unknown as Record<string, unknown>;
   const bad = (what: string) => damaged("takeResult", what);
@@ -72,10 +92,11 @@ export function readMessage(message: unknown): Received {
   if (extras !== null && extras !== undefined && !Array.isArray(extras)) throw bad("its extras are neither null nor an array");
   m.root = root;
   m.template = template;
-  m.nums = viewSlice(nums as Float64Array);
-  m.dims = viewSlice(dims as Float64Array);
-  m.data = Array.prototype.slice.call(data);
-  m.extras = Array.isArray(extras) ? Array.prototype.slice.call(extras) : null;
+  // Copies no user code reaches (the constructor looks up no species, as slice would).
+  m.nums = new Float64Array(nums as Float64Array);
+  m.dims = new Float64Array(dims as Float64Array);
+  m.data = data; // copied by checkRows, once it knows their lengths
+  m.extras = Array.isArray(extras) ? extras : null;
   return m;
 }
 
@@ -132,9 +153,9 @@ function takeParcel(lib: MtcLibrary, parcel: number, entries: Entry[]): void {
   }
 }
 
-/** Every leaf, in order, from its checked plan; the parcel's refs become the holders'. */
-function makeLeaves(lib: MtcLibrary, plan: { leaves: LeafPlan[]; entries: Entry[]; spans: number[] }): unknown[] {
-  const { entries, spans } = plan;
+/** Every leaf, in order, from its checked row; the parcel's refs become the holders'. */
+function makeLeaves(lib: MtcLibrary, nums: Float64Array, checked: Checked): unknown[] {
+  const { entries, spans, shapes, extras } = checked;
   const holders: (BlockHolder | ArrayBuffer | null)[] = new Array(entries.length).fill(null);
   try {
     for (let b = 0; b < entries.length; b++) {
@@ -142,7 +163,19 @@ function makeLeaves(lib: MtcLibrary, plan: { leaves: LeafPlan[]; entries: Entry[
       const ref = Number(e.ref);
       holders[b] = e.pinned ? pinnedBuffer(lib, e.block, e.address, spans[b]!, true, ref) : new BlockHolder(e.block, ref);
     }
-    return plan.leaves.map((leaf) => makeLeaf(leaf, entries, holders));
+    const count = shapes.length;
+    const leaves = new Array<unknown>(count);
+    // Small integers as int32 (`| 0`): the rows are doubles, and an index or a
+    // field that is a double costs JavaScriptCore a slow path.
+    for (let leaf = 0, at = 0; leaf < count; leaf++, at += FIELDS) {
+      const kind = nums[at + F.kind]! | 0;
+      const b = nums[at + F.block]! | 0;
+      const extra = extras[leaf]!;
+      if (kind === TENSOR) leaves[leaf] = extra;
+      else if (kind === PINNED) leaves[leaf] = pinnedLeaf(holders[b] as ArrayBuffer, nums, at, shapes[leaf]!, extra as Layout | null);
+      else leaves[leaf] = deviceLeaf(nums, at, shapes[leaf]!, checked.bytes[leaf]!, b < 0 ? null : entries[b]!, b < 0 ? null : holders[b] as BlockHolder);
+    }
+    return leaves;
   } catch (error) {
     // Not expected (everything was checked): give back what was taken.
     holders.forEach((h, b) => {
@@ -156,16 +189,15 @@ function makeLeaves(lib: MtcLibrary, plan: { leaves: LeafPlan[]; entries: Entry[
   }
 }
 
-function makeLeaf(leaf: LeafPlan, entries: Entry[], holders: (BlockHolder | ArrayBuffer | null)[]): unknown {
-  if (leaf.made !== undefined) return leaf.made; // a pageable Tensor, made while checking
-  const dtype: DType = DTYPES[leaf.dtype]!;
-  if (leaf.kind === PINNED) return pinnedLeaf(holders[leaf.block] as ArrayBuffer, leaf, dtype);
-  if (leaf.block < 0) return new DeviceTensor(0, leaf.shape, dtype, leaf.device, 0, 0, 0, false, null, leaf.keepsTensor);
-  const holder = holders[leaf.block] as BlockHolder;
-  holder.acquire();
-  const e = entries[leaf.block]!;
-  const bytes = leaf.count * DTYPE_SIZE[dtype];
-  return new DeviceTensor(e.address + leaf.offset, leaf.shape, dtype, e.device, bytes, e.block, leaf.offset, leaf.packed, holder, leaf.keepsTensor);
+/** A DeviceTensor at its row's offset in the block C described (none: an empty one, at address 0). */
+function deviceLeaf(nums: Float64Array, at: number, shape: readonly number[], bytes: number, e: Entry | null, holder: BlockHolder | null): DeviceTensor {
+  const dtype = DTYPES[nums[at + F.dtype]! | 0]!;
+  const flags = nums[at + F.flags]! | 0;
+  const keepsTensor = (flags & KEEPS_TENSOR) !== 0;
+  if (e === null) return new DeviceTensor(0, shape, dtype, nums[at + F.device]! | 0, 0, 0, 0, false, null, keepsTensor);
+  holder!.acquire();
+  const offset = nums[at + F.offset]!;
+  return new DeviceTensor(e.address + offset, shape, dtype, e.device, bytes, e.block, offset, (flags & PACKED) !== 0, holder, keepsTensor);
 }
 
 /** The containers of `template`, filled with the leaves and the data in the order the sender visited them. */
