@@ -16,6 +16,7 @@ import {
   disposeAll,
   Kernel,
   Module,
+  moveResult,
   MtcError,
   pinnedTensor,
   startArenaCopy,
@@ -154,6 +155,12 @@ unadoptedTest("copyInto refuses its DeviceTensor as the source", ({ onGpu }, min
 
 unadoptedTest("copyInto refuses its DeviceTensor as the destination", ({ onGpu }, mine) => {
   assertThrows(() => copyInto({ a: mine }, { a: onGpu }), MtcError, `.a: the destination is a DeviceTensor of ${THEIRS}`);
+});
+
+unadoptedTest("moveResult refuses its Tensor and DeviceTensor, naming both copies, and moves nothing of ours", ({ batch, onGpu }, mine) => {
+  assertThrows(() => moveResult({ mine, theirs: batch.tensor }), MtcError, `.theirs: moveResult: a Tensor of ${THEIRS}`);
+  assertThrows(() => moveResult({ mine, theirs: onGpu }), MtcError, `.theirs: moveResult: a DeviceTensor of ${THEIRS}`);
+  assert(!mine.disposed, "our DeviceTensor stays with us");
 });
 
 unadoptedTest("the option strict finds its Tensor inside an object passed through", ({ batch }) => {

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { MtcError, Status } from "../base/errors.ts";
 import { bufferUnder, isDetached, viewByteLength, viewByteOffset } from "../base/views.ts";
 import {
@@ -183,6 +184,9 @@ export class Outgoing {
         this.template.push([kind]);
         return n;
       }
+      // Data cloned as it is, unless it is an object of another copy of the library (its state cannot move).
+      const other = otherCopyMark(value);
+      if (other !== undefined) throw otherCopyError(other, this.path(c, slot), "moveResult: ");
     }
     this.data.push(value);
     return DATA;
