@@ -378,7 +378,10 @@ static void test_device_sources(uint32_t background) {
 
 /* With slow copies, poll reports IN_PROGRESS until they complete. */
 static void test_poll_in_progress(uint32_t background) {
-  if (!is_fake) return; /* needs the modelled copy delay */
+  if (!is_fake) {
+    check_skip("poll in progress", "needs the emulated driver's copy delay");
+    return;
+  }
   uint8_t *data = random_bytes(4096);
   mtc_leaf leaf = make_leaf(host_address(data), 4096, 4, MTC_DEVICE_CPU);
   mtc_options o = MTC_OPTIONS_INIT;
@@ -525,7 +528,10 @@ static void test_threads(void) {
 
 /* Out of device memory half-way: an error, and nothing leaks. */
 static void test_out_of_memory(uint32_t background) {
-  if (!is_fake) return; /* needs the emulation's small device memory */
+  if (!is_fake) {
+    check_skip("out of device memory", "needs the emulated driver's small device memory");
+    return;
+  }
   uint8_t *small = random_bytes(1000);
   /* Never touched: the device allocation fails before it is read. */
   size_t huge_bytes = (size_t)300 << 20;

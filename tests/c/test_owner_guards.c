@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     FAKE_SYM(handle, fake.synchronizes_in_progress, "fake_cuda_synchronizes_in_progress");
   }
   if (fake.set_sync_linger_us == NULL || fake.synchronizes_in_progress == NULL) {
-    printf("%s: skipped: needs the emulated driver's fake_cuda_set_sync_linger_us\n", SUITE);
+    check_skip(SUITE, "needs the emulated driver's fake_cuda_set_sync_linger_us");
     return check_summary(SUITE);
   }
   for (size_t i = 0; i < sizeof source; i++) source[i] = (uint8_t)(i * 13);

@@ -154,7 +154,7 @@ static void site_leaf(mtc_block *x, const uint8_t *bytes, uint64_t on0) {
  * writes LEAVES leaves into X. */
 static void site_gather(mtc_block *x, const uint8_t *bytes, uint64_t on0) {
   if (!mtc_has_kernels()) {
-    printf("%s: gather skipped: this libmtc was built without its kernels\n", SUITE);
+    check_skip("gather", "this libmtc was built without its kernels");
     return;
   }
   unsigned long long races = fake.race_count();
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
   int32_t devices = 0;
   if (mtc_cuda_device_count(&devices) != MTC_OK) devices = 0;
   if (fake.check_races == NULL || fake.set_copy_delay_us == NULL || fake.race_count == NULL || devices < 2) {
-    printf("%s: skipped: needs the emulated driver's race check and two devices\n", SUITE);
+    check_skip(SUITE, "needs the emulated driver's race check and two devices");
     return check_summary(SUITE);
   }
   fake.check_races(1);

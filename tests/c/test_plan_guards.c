@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
   }
   if (fake.set_copy_delay_us == NULL || fake.copy_count == NULL || fake.set_sync_linger_us == NULL ||
       fake.synchronizes_in_progress == NULL) {
-    printf("%s: skipped: needs the emulated driver's delays\n", SUITE);
+    check_skip(SUITE, "needs the emulated driver's delays");
     return check_summary(SUITE);
   }
   for (size_t i = 0; i < sizeof source; i++) source[i] = (uint8_t)(i * 29);
