@@ -11,7 +11,7 @@ import { constructedShape, Tensor, trustedTensor } from "./tensor.ts";
 import { type DeviceTensor, twinOf } from "./device_tensor.ts";
 import { vectorShape } from "./shape.ts";
 import { pinnedBuffer, releasePinned } from "./host_output.ts";
-import { allocatePinnedBlock, checkedLayout, type PinnedOptions } from "./pinned.ts";
+import { allocatePinnedBlock, checkedLayout, type PinnedOptions, readPinnedOptions } from "./pinned.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOffset } from "../base/views.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -22,6 +22,12 @@ export const ARENA_ALIGNMENT = 16;
 
 /** Drops an arena's block when the arena is collected without dispose(). */
 const registry = new FinalizationRegistry<number>(releaseBlockRef);
+
+/**
+ * Only this module holds it; the constructor takes it, so that no caller
+ * makes an Arena around a block or an address of its choosing.
+ */
+const MADE_HERE = Symbol("made by libmtc");
 
 /** What Arena#consolidate does: set by copy/arena_copy.ts (tensor/ imports nothing from copy/). */
 let consolidateHook: ((arena: Arena, batch: unknown) => unknown) | null = null;
@@ -64,7 +70,8 @@ export class Arena {
   #epoch: ArrayBuffer | null = null;
   #disposed = false;
 
-  private constructor(block: number, address: number, capacity: number) {
+  private constructor(made: symbol, block: number, address: number, capacity: number) {
+    if (made !== MADE_HERE) throw invalidArgument("new Arena(): an Arena is made by Arena.create");
     this.#block = block;
     this.#ref = adoptBlockRef(block);
     this.#address = address;
@@ -78,9 +85,10 @@ export class Arena {
    * MtcError naming that limit when it would pass it.
    */
   static create(bytes: number, options?: PinnedOptions): Arena {
+    const read = readPinnedOptions("Arena.create", options);
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw invalidArgument(`Arena.create: bytes must be an integer > 0, got ${showValue(bytes)}`);
-    const { block, address } = allocatePinnedBlock("Arena.create", bytes, options);
-    return new Arena(block, address, bytes);
+    const { block, address } = allocatePinnedBlock("Arena.create", bytes, read);
+    return new Arena(MADE_HERE, block, address, bytes);
   }
 
   /** Bytes of pinned memory it holds. */
