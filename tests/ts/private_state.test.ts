@@ -122,7 +122,7 @@ stateTest("copies read a DeviceTensor's own state, not fields shadowed by own pr
 
 stateTest("a subclass's getters (a prototype swapped under a real tensor) change no copy either", () => {
   const { a, b } = neighbours();
-  class Liar extends DeviceTensor {
+  class Liar extends (DeviceTensor as unknown as new () => DeviceTensor) { // its constructor is private: only the prototype is used
     override get byteLength(): number {
       return 32;
     }
@@ -176,7 +176,7 @@ let proxied: DeviceTensor | null = null;
 
 /** Objects that pass `instanceof DeviceTensor` without being made by its constructor. */
 function forgeries(): [string, DeviceTensor][] {
-  class Sub extends DeviceTensor {}
+  class Sub extends (DeviceTensor as unknown as new () => DeviceTensor) {} // its constructor is private: only the prototype is used
   proxied ??= DeviceTensor.zeros([4], "float32", "cuda:0");
   return [
     ["Object.create", Object.create(DeviceTensor.prototype) as DeviceTensor],

@@ -2,6 +2,7 @@
 // and errors. Copies to "cpu" of host data need no library.
 import { DeviceTensor, MtcError, startCopy, Tensor } from "../../ts/mod.ts";
 import { formatPath, leafPath, traverse } from "../../ts/copy/walk.ts";
+import { makeDeviceTensor } from "../../ts/tensor/device_tensor.ts";
 import { EXAMPLE_BATCH_BYTES, EXAMPLE_BATCH_TENSORS, forEachLeaf, leafBytes, makeExampleBatch } from "../../examples/example_batch.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
@@ -179,7 +180,7 @@ test("traverse: 10,000-deep nesting works", () => {
 });
 
 test("traverse: a disposed DeviceTensor is an error naming its path", () => {
-  const dead = new DeviceTensor(0, [0], "float32", 0, 0, 0, 0, false, null);
+  const dead = makeDeviceTensor(0, [0], "float32", 0, 0, 0, 0, false, null);
   dead.dispose();
   assert(dead.disposed);
   const e = assertThrows(() => startCopy({ cams: [1, { depths: dead }] }, "cpu"), MtcError, ".cams[1].depths: this DeviceTensor was disposed");
@@ -188,7 +189,7 @@ test("traverse: a disposed DeviceTensor is an error naming its path", () => {
 });
 
 test("traverse: DeviceTensors already on the target are reused, others are listed", () => {
-  const onZero = new DeviceTensor(4096, [4], "float32", 0, 16, 0, 0, false, null);
+  const onZero = makeDeviceTensor(4096, [4], "float32", 0, 16, 0, 0, false, null);
   const t0 = traverse({ a: onZero }, 0);
   assertSame(t0.count, 0);
   assertSame((t0.root[0] as { a: unknown }).a, onZero);

@@ -7,14 +7,14 @@
  */
 
 import { Arena, ARENA_ALIGNMENT, setConsolidateHook } from "../tensor/arena.ts";
-import type { DeviceTensor } from "../tensor/device_tensor.ts";
+import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDisposed } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, isDType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
-import { constructedShape, Tensor } from "../tensor/tensor.ts";
+import { constructedShape, releasedData, Tensor } from "../tensor/tensor.ts";
 import { elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
-import { viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
+import { isDetached, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import type { AsyncCopyHandle } from "./handle.ts";
 import type { CopyOptions } from "./options.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
@@ -36,6 +36,32 @@ function leafError(node: PathNode | null, key: unknown, why: string): MtcError {
   return invalidArgument(`Arena.consolidate: ${path === "" ? "the batch" : `batch${path}`}: ${why}`, path);
 }
 
+/**
+ * Why the typed array `data` cannot be read, or undefined: not a typed
+ * array, memory of the library's released, a detached buffer, or a
+ * fixed-length view its resizable buffer shrank past (these read as
+ * empty, or throw a bare TypeError, instead of saying so).
+ */
+function unreadable(data: unknown, whose: string): string | undefined {
+  if (viewByteLength(data) < 0) return `${whose} data is not a typed array`;
+  const released = releasedData(data, whose);
+  if (released !== undefined) return released;
+  const buffer = viewBuffer(data as ArrayBufferView);
+  let gone = false;
+  try {
+    gone = isDetached(buffer as ArrayBuffer);
+  } catch {
+    // a SharedArrayBuffer: never detached
+  }
+  if (gone) return `${whose} ArrayBuffer was detached (transferred); a detached array cannot be read`;
+  try {
+    (data as Uint8Array).at(0); // throws only when the view is out of bounds
+  } catch {
+    return `${whose} view is out of bounds of its resizable ArrayBuffer, shrunk after the view was made`;
+  }
+  return undefined;
+}
+
 /** The bytes of a dense view, as the engine sees them. */
 function bytesOf(view: ArrayBufferView): Uint8Array {
   return new Uint8Array(viewBuffer(view), viewByteOffset(view), viewByteLength(view));
@@ -44,10 +70,18 @@ function bytesOf(view: ArrayBufferView): Uint8Array {
 /** Mirrors `value` (containers new, leaves listed in `pending`); returns the mirror. */
 function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pending[], seen: Set<object>, place: (v: unknown) => void): unknown {
   if (typeof value !== "object" || value === null) return value;
+  if (value instanceof DeviceTensor) {
+    // Kept as it is; one no copy could read is refused here, as startCopy would.
+    if (!isDeviceTensor(value)) throw notADeviceTensor(formatPath(node, key), "Arena.consolidate: ");
+    if (tensorDisposed(value)) throw leafError(node, key, "this DeviceTensor was disposed");
+    return value;
+  }
   if (value instanceof Tensor) {
     // Each field read once; the shape its constructor froze, whatever the field says now.
     const data = value.data, dtype = value.dtype, shape = constructedShape(value) ?? value.shape;
     if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
+    const why = unreadable(data, "the Tensor's");
+    if (why !== undefined) throw leafError(node, key, why);
     const bytes = bytesOf(data);
     if (!isDType(dtype) || bytes.byteLength !== elementCount(shape) * DTYPE_SIZE[dtype]) {
       throw leafError(node, key, "the Tensor's data and dtype do not hold its shape (a field reassigned since it was made?)");
@@ -56,6 +90,8 @@ function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pe
     return undefined;
   }
   if (isTypedArray(value)) {
+    const why = unreadable(value, "its");
+    if (why !== undefined) throw leafError(node, key, why);
     const bytes = bytesOf(value);
     pending.push({ bytes, size: bytes.byteLength, path: formatPath(node, key), dtype: naturalDType(value)!, shape: null, place });
     return undefined;

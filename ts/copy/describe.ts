@@ -10,7 +10,7 @@
 
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
-import { DeviceTensor, holderOf, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
+import { type DeviceTensor, holderOf, makeDeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, isDType, storageElementBytes, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
 import { invalidArgument, showValue } from "../base/errors.ts";
 import { isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
@@ -155,7 +155,7 @@ function describeHost(
   // .buffer was read just above (Bun: the view's storage is pinned)
   writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize, flags);
   // A Tensor's copy comes back to the host as a Tensor (shape given), a bare array's as an array.
-  const output = new DeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null, shape !== null);
+  const output = makeDeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null, shape !== null);
   t.outputs!.push(output);
   return output;
 }
@@ -227,7 +227,7 @@ function placeResult(
   keepsTensor: boolean,
 ): unknown {
   if (t.outputs !== null) {
-    const output = new DeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null, keepsTensor);
+    const output = makeDeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null, keepsTensor);
     t.outputs.push(output);
     return output;
   }

@@ -159,7 +159,7 @@ export function poolStats(): PoolStats {
  */
 export function setPinnedPoolLimit(bytes: number): void {
   if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20 || bytes > 2 ** 50) {
-    throw invalidArgument(`setPinnedPoolLimit: bytes must be an integer from 1 MiB to 1 PiB, got ${String(bytes)}`);
+    throw invalidArgument(`setPinnedPoolLimit: bytes must be an integer from 1 MiB to 1 PiB (${2 ** 20} to ${2 ** 50}), got ${showValue(bytes)}`);
   }
   const setLimit = requireSymbol("mtc_set_pinned_limit", "pinned pool limits");
   const status = setLimit(bytes);

@@ -13,7 +13,7 @@
 
 import type { BlockHolder } from "./block.ts";
 import { deviceName } from "./device.ts";
-import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { isStream, type Stream } from "./stream.ts";
 
 /**
@@ -54,6 +54,8 @@ export interface LaunchOptions {
   sharedBytes?: number;
 }
 
+const LAUNCH_OPTION_NAMES: readonly string[] = ["stream", "grid", "block", "sharedBytes"];
+
 /** A launch's inputs as read, once: from here on the caller's objects are not looked at again. */
 export interface LaunchInput {
   stream: Stream;
@@ -69,6 +71,7 @@ export interface LaunchInput {
  * and `params` are the kernel's declaration.
  */
 export function readLaunch(call: string, name: string, params: readonly KernelParam[], options: unknown, args: unknown): LaunchInput {
+  checkOptionNames(options, LAUNCH_OPTION_NAMES, `${call}: `); // a misspelt sharedBytes must not launch with 0
   const given = options as Partial<LaunchOptions> | null | undefined;
   const stream = given?.stream;
   const grid = given?.grid;

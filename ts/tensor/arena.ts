@@ -8,10 +8,22 @@
 
 import { type DType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
 import { constructedShape, Tensor, trustedTensor } from "./tensor.ts";
-import { type DeviceTensor, twinOf } from "./device_tensor.ts";
+import {
+  type DeviceTensor,
+  holderOf,
+  isDeviceTensor,
+  makeDeviceTensor,
+  notADeviceTensor,
+  tensorAddress,
+  tensorBlock,
+  tensorBytes,
+  tensorDevice,
+  tensorDisposed,
+  tensorOffset,
+} from "./device_tensor.ts";
 import { vectorShape } from "./shape.ts";
 import { pinnedBuffer, releasePinned } from "./host_output.ts";
-import { allocatePinnedBlock, checkedLayout, type PinnedOptions } from "./pinned.ts";
+import { allocatePinnedBlock, checkedLayout, type PinnedOptions, readPinnedOptions } from "./pinned.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOffset } from "../base/views.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -23,6 +35,12 @@ export const ARENA_ALIGNMENT = 16;
 
 /** Drops an arena's block when the arena is collected without dispose(). */
 const registry = new FinalizationRegistry<number>(releaseBlockRef);
+
+/**
+ * Only this module holds it; the constructor takes it, so that no caller
+ * makes an Arena around a block or an address of its choosing.
+ */
+const MADE_HERE = Symbol("made by libmtc");
 
 /** What Arena#consolidate does: set by copy/arena_copy.ts (tensor/ imports nothing from copy/). */
 let consolidateHook: ((arena: Arena, batch: unknown) => unknown) | null = null;
@@ -69,7 +87,8 @@ export class Arena {
     markClass(this, "Arena");
   }
 
-  private constructor(block: number, address: number, capacity: number) {
+  private constructor(made: symbol, block: number, address: number, capacity: number) {
+    if (made !== MADE_HERE) throw invalidArgument("new Arena(): an Arena is made by Arena.create");
     this.#block = block;
     this.#ref = adoptBlockRef(block);
     this.#address = address;
@@ -83,9 +102,10 @@ export class Arena {
    * MtcError naming that limit when it would pass it.
    */
   static create(bytes: number, options?: PinnedOptions): Arena {
+    const read = readPinnedOptions("Arena.create", options);
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw invalidArgument(`Arena.create: bytes must be an integer > 0, got ${showValue(bytes)}`);
-    const { block, address } = allocatePinnedBlock("Arena.create", bytes, options);
-    return new Arena(block, address, bytes);
+    const { block, address } = allocatePinnedBlock("Arena.create", bytes, read);
+    return new Arena(MADE_HERE, block, address, bytes);
   }
 
   /** Bytes of pinned memory it holds. */
@@ -238,4 +258,21 @@ export class Arena {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/**
+ * A DeviceTensor of `dtype` and `shape` (`bytes`) at byte `offset`
+ * of `whole`, sharing its block: an arena tensor's device twin. Throws when
+ * `whole` is disposed or the range lies past it.
+ */
+function twinOf(whole: DeviceTensor, offset: number, bytes: number, dtype: DType, shape: readonly number[], call: string): DeviceTensor {
+  if (!isDeviceTensor(whole)) throw notADeviceTensor(undefined, `${call}: `);
+  if (tensorDisposed(whole)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the device copy of the arena was disposed`);
+  if (offset + bytes > tensorBytes(whole)) {
+    throw invalidArgument(`${call}: the leaf (bytes ${offset}..${offset + bytes}) lies past the ${tensorBytes(whole)} bytes copied (handed out after the copy started?)`);
+  }
+  const holder = holderOf(whole);
+  if (holder !== null) holder.acquire();
+  // Its private state, never a getter an own property could shadow.
+  return makeDeviceTensor(tensorAddress(whole) + offset, shape, dtype, tensorDevice(whole), bytes, tensorBlock(whole), tensorOffset(whole) + offset, true, holder);
 }

@@ -44,6 +44,35 @@ export let tensorPacked: (tensor: DeviceTensor) => boolean;
 export let tensorKeepsTensor: (tensor: DeviceTensor) => boolean;
 
 /**
+ * Only this module holds it; the constructor takes it, so that no caller
+ * makes a DeviceTensor around an address of its choosing (a copy from it
+ * would read there, a copy into it write there, a kernel launch use it).
+ */
+const MADE_HERE = Symbol("made by libmtc");
+
+/**
+ * @internal Makes a DeviceTensor: the library's own way to the private
+ * constructor (startCopy's results, device allocations, DLPack imports,
+ * moved results). Arguments as the constructor's, after its token:
+ * positional, as results come by the hundred. `shape` must be frozen
+ * (frozenShape); the holder share is the caller's, now owned by the
+ * tensor; `keepsTensor`: it comes back to the host as a Tensor whatever
+ * its shape (it was copied from one).
+ */
+export let makeDeviceTensor: (
+  address: number,
+  shape: readonly number[],
+  dtype: DType,
+  device: number,
+  byteLength: number,
+  block: number,
+  offset: number,
+  packed: boolean,
+  holder: BlockHolder | null,
+  keepsTensor?: boolean,
+) => DeviceTensor;
+
+/**
  * What a DeviceTensor comes back as from a copy to the host: a typed array
  * (a 1-D tensor of a dtype that has one) or a {@link Tensor}.
  */
@@ -106,6 +135,10 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => HostLeaf): void {
  * one block, which is freed when the last of them is disposed (or, as a
  * backstop, garbage-collected).
  *
+ * Only the library makes them (`startCopy`, `DeviceTensor.empty` / `zeros`,
+ * `fromDLPack`, `takeResult`): `new DeviceTensor(...)` throws MtcError, so
+ * no tensor names an address the library did not hand out.
+ *
  * Its fields are read-only getters (assigning one throws). Copies, toHost
  * and toDLPack read the tensor's own state, so an own property or a
  * subclass's getter over a field changes only what your code sees there.
@@ -140,13 +173,9 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   /** A copy to the host gives a Tensor, whatever the shape: this was copied from a Tensor. */
   #keepsTensor: boolean;
 
-  /**
-   * @internal Made by startCopy (positional: results come by the hundred).
-   * `shape` must be frozen (frozenShape). The holder share is the caller's,
-   * now owned by this tensor. `keepsTensor`: it comes back to the host as a
-   * Tensor whatever its shape (it was copied from one).
-   */
-  constructor(
+  /** Made by the library only ({@link makeDeviceTensor}): `new DeviceTensor()` throws MtcError. */
+  private constructor(
+    made: symbol,
     address: number,
     shape: readonly number[],
     dtype: DType,
@@ -158,6 +187,11 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     holder: BlockHolder | null,
     keepsTensor = false,
   ) {
+    if (made !== MADE_HERE) {
+      throw invalidArgument(
+        "new DeviceTensor(): a DeviceTensor is made by the library (startCopy, DeviceTensor.empty or zeros, fromDLPack, takeResult), never around an address",
+      );
+    }
     this.#keepsTensor = keepsTensor;
     this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).
@@ -256,6 +290,8 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
 
   static {
     markClass(this, "DeviceTensor");
+    makeDeviceTensor = (address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor) =>
+      new DeviceTensor(MADE_HERE, address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor);
     isDeviceTensor = (value): value is DeviceTensor => typeof value === "object" && value !== null && #holder in value;
     holderOf = (tensor) => tensor.#holder;
     tensorAddress = (tensor) => tensor.#address;
@@ -329,23 +365,6 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   }
 }
 
-/**
- * @internal A DeviceTensor of `dtype` and `shape` (`bytes`) at byte `offset`
- * of `whole`, sharing its block: an arena tensor's device twin. Throws when
- * `whole` is disposed or the range lies past it.
- */
-export function twinOf(whole: DeviceTensor, offset: number, bytes: number, dtype: DType, shape: readonly number[], call: string): DeviceTensor {
-  if (!isDeviceTensor(whole)) throw notADeviceTensor(undefined, `${call}: `);
-  if (tensorDisposed(whole)) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the device copy of the arena was disposed`);
-  if (offset + bytes > tensorBytes(whole)) {
-    throw invalidArgument(`${call}: the leaf (bytes ${offset}..${offset + bytes}) lies past the ${tensorBytes(whole)} bytes copied (handed out after the copy started?)`);
-  }
-  const holder = holderOf(whole);
-  if (holder !== null) holder.acquire();
-  const block = whole.block;
-  return new DeviceTensor(tensorAddress(whole) + offset, shape, dtype, tensorDevice(whole), bytes, block, tensorOffset(whole) + offset, true, holder);
-}
-
 /** DeviceTensor.empty and zeros: checks, then a block of the tensor's own. */
 function allocate(what: string, shape: readonly number[], dtype: DType, device: Device | number, zero: boolean): DeviceTensor {
   const call = `DeviceTensor.${what}`;
@@ -369,7 +388,7 @@ function allocate(what: string, shape: readonly number[], dtype: DType, device: 
     library().symbols.mtc_block_release(block);
     holder.acquire();
   }
-  return new DeviceTensor(address, frozenShape(extents), dtype, ordinal, bytes, block, 0, false, holder);
+  return makeDeviceTensor(address, frozenShape(extents), dtype, ordinal, bytes, block, 0, false, holder);
 }
 
 function asTensor(value: HostLeaf, shape: readonly number[], dtype: DType): Tensor {

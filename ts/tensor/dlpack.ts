@@ -14,7 +14,7 @@
  */
 
 import { BlockHolder } from "../gpu/block.ts";
-import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorDisposed, tensorDType, tensorOffset, tensorShape } from "./device_tensor.ts";
+import { DeviceTensor, holderOf, isDeviceTensor, makeDeviceTensor, notADeviceTensor, tensorDisposed, tensorDType, tensorOffset, tensorShape } from "./device_tensor.ts";
 import { bufferUnder, detach, isDetached } from "../base/views.ts";
 import { allocateStorage, type DType, DTYPE_SIZE, type TypedArray, viewStorage } from "./dtype.ts";
 import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
@@ -237,7 +237,7 @@ export function fromDLPack(address: number | bigint): DeviceTensor | Tensor {
   if (device >= 0) {
     const holder = new DLPackHolder(managed);
     holder.acquire();
-    return new DeviceTensor(data, shape, dtype, device, bytes, 0, 0, false, holder);
+    return makeDeviceTensor(data, shape, dtype, device, bytes, 0, 0, false, holder);
   }
   if (bytes === 0) {
     deleteManaged(managed); // nothing to view

@@ -12,7 +12,7 @@ import { Tensor, trustedTensor } from "./tensor.ts";
 import { pinnedBuffer } from "./host_output.ts";
 import type { Device } from "../gpu/device.ts";
 import { cudaOrdinal } from "../gpu/stream.ts";
-import { invalidArgument, MtcError, showValue, Status, statusName } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument, MtcError, showValue, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 
 /** Options of {@link pinnedTensor}, {@link pinnedArray} and `Arena.create`. */
@@ -21,11 +21,22 @@ export interface PinnedOptions {
   device?: Device | number;
 }
 
+const PINNED_OPTION_NAMES: readonly string[] = ["device"];
+
+/**
+ * @internal The options of a pinned allocation, read once: an unknown name
+ * (a misspelt `device`) is an MtcError, as startCopy's are.
+ */
+export function readPinnedOptions(call: string, options: PinnedOptions | undefined): PinnedOptions | undefined {
+  checkOptionNames(options, PINNED_OPTION_NAMES, `${call}: `);
+  return options === undefined ? undefined : { device: options.device };
+}
+
 const outWords = new Uint32Array(2);
 const info = new DataView(new ArrayBuffer(32));
 const infoBytes = new Uint8Array(info.buffer);
 
-/** @internal A new pinned block of `bytes`: its pointer (one C reference, the caller's) and address. */
+/** @internal A new pinned block of `bytes` (options read by readPinnedOptions): its pointer (one C reference, the caller's) and address. */
 export function allocatePinnedBlock(call: string, bytes: number, options: PinnedOptions | undefined): { block: number; address: number } {
   const device = options?.device ?? "cuda";
   const ordinal = cudaOrdinal(device, call);
@@ -90,8 +101,9 @@ export function checkedLayout(call: string, dtype: DType, shape: readonly number
  * ```
  */
 export function pinnedTensor(dtype: DType, shape: readonly number[], options?: PinnedOptions): Tensor {
+  const read = readPinnedOptions("pinnedTensor", options);
   const layout = checkedLayout("pinnedTensor", dtype, shape);
-  const buffer = pinnedStorage("pinnedTensor", layout.bytes, options);
+  const buffer = pinnedStorage("pinnedTensor", layout.bytes, read);
   return trustedTensor(viewStorage(dtype, buffer, 0, layout.elements)!, layout.shape, dtype);
 }
 
@@ -101,9 +113,10 @@ export function pinnedTensor(dtype: DType, shape: readonly number[], options?: P
  * with `releaseHostOutput` or `disposeAll` (a typed array has no dispose).
  */
 export function pinnedArray<D extends DType>(dtype: D, length: number, options?: PinnedOptions): StorageFor<D> {
+  const read = readPinnedOptions("pinnedArray", options);
   if (!Number.isSafeInteger(length) || length < 0) throw invalidArgument(`pinnedArray: the length must be an integer >= 0, got ${showValue(length)}`);
   const layout = checkedLayout("pinnedArray", dtype, [length]);
-  const buffer = pinnedStorage("pinnedArray", layout.bytes, options);
+  const buffer = pinnedStorage("pinnedArray", layout.bytes, read);
   return viewStorage(dtype, buffer, 0, layout.elements)! as StorageFor<D>;
 }
 
@@ -114,10 +127,13 @@ export function pinnedArray<D extends DType>(dtype: D, length: number, options?:
  * environment variable MTC_PINNED_HELD_LIMIT). Past it, allocating one
  * throws MtcError (MTC_ERR_OUT_OF_MEMORY) naming the limit. Tensors and
  * arenas held already stay. `poolStats()` shows what is held
- * (`pinnedHeldBytes`) and the limit.
+ * (`pinnedHeldBytes`) and the limit. `bytes`: 1 MiB to 1 PiB (an integer),
+ * else MtcError (MTC_ERR_INVALID_ARGUMENT).
  */
 export function setPinnedHeldLimit(bytes: number): void {
-  if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidArgument(`setPinnedHeldLimit: bytes must be an integer >= 0, got ${showValue(bytes)}`);
+  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20 || bytes > 2 ** 50) {
+    throw invalidArgument(`setPinnedHeldLimit: bytes must be an integer from 1 MiB to 1 PiB (${2 ** 20} to ${2 ** 50}), got ${showValue(bytes)}`);
+  }
   const set = requireSymbol("mtc_set_pinned_held_limit", "setPinnedHeldLimit");
   const status = set(bytes);
   if (status !== Status.MTC_OK) throw new MtcError(status, `setPinnedHeldLimit: ${library().symbols.mtc_last_error() || statusName(status)}`);

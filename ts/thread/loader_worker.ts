@@ -44,10 +44,13 @@ const nodeProcess = (globalThis as unknown as {
 
 let credits = 0;
 let wake: (() => void) | null = null;
-/** This worker's number and the batch it makes now (or next): where a failure outside the producer's call ends the stream. */
+/**
+ * This worker's number and the batch it makes now (or next): where a
+ * failure outside the producer's call ends the stream. Null before the
+ * start and once it sent its last message (its last batch, an error, the
+ * end): a failure then ends the thread and says nothing.
+ */
 let making: { worker: number; index: number } | null = null;
-/** Set once this worker sent its last message (an error, or the end): it sends nothing more. */
-let finished = false;
 
 scope.onmessage = ({ data }) => {
   if (data.kind === "start") {
@@ -94,11 +97,11 @@ function endThread(): void {
 
 /** An error thrown outside the producer's call: the stream ends at the batch being made, and so does this worker. */
 function failed(reason: unknown, uncaught: "an uncaught error" | "an unhandled rejection"): void {
-  if (!finished && making !== null) {
+  if (making !== null) {
     const { worker, index } = making;
+    making = null;
     post(index, sendableError(workerFailure(reason, uncaught, worker, index), index), null);
   }
-  finished = true;
   endThread();
 }
 
@@ -132,19 +135,18 @@ async function produceAll(start: StartMessage): Promise<void> {
     try {
       if (produce === undefined) throw failure;
       batch = await produce(index, { worker, workers, args });
-      if (finished) return; // a failure outside the producer's call ended the stream meanwhile
       if (batch === undefined || batch === null) {
-        finished = true;
+        making = null;
         scope.postMessage({ kind: "end", index });
         return;
       }
       moved = moveResult(startCopy(batch, device, options));
     } catch (thrown) {
-      if (finished) return;
       moved = sendableError(producerError(thrown, index), index);
     }
     if (!post(index, moved, batch)) return;
   }
+  making = null; // its last batch is sent
 }
 
 /** `error` moved; one that cannot be moved (a getter in it throws, say) is described in an MtcError of ours. */
@@ -168,11 +170,11 @@ function post(index: number, moved: Moved, batch: unknown): boolean {
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
     const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);
+    making = null;
     scope.postMessage({ kind: "batch", index, moved: moveResult(error) });
-    finished = true;
     return false;
   }
-  if (isError) finished = true;
+  if (isError) making = null;
   return !isError;
 }
 

@@ -17,7 +17,7 @@ import { viewKind } from "../base/views.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
-import { DeviceTensor } from "../tensor/device_tensor.ts";
+import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts";
 import { DTYPES } from "../tensor/dtype.ts";
 import { pinnedBuffer, releasePinned } from "../tensor/host_output.ts";
 import {
@@ -194,10 +194,10 @@ function deviceLeaf(nums: Float64Array, at: number, shape: readonly number[], by
   const dtype = DTYPES[nums[at + F.dtype]! | 0]!;
   const flags = nums[at + F.flags]! | 0;
   const keepsTensor = (flags & KEEPS_TENSOR) !== 0;
-  if (e === null) return new DeviceTensor(0, shape, dtype, nums[at + F.device]! | 0, 0, 0, 0, false, null, keepsTensor);
+  if (e === null) return makeDeviceTensor(0, shape, dtype, nums[at + F.device]! | 0, 0, 0, 0, false, null, keepsTensor);
   holder!.acquire();
   const offset = nums[at + F.offset]!;
-  return new DeviceTensor(e.address + offset, shape, dtype, e.device, bytes, e.block, offset, (flags & PACKED) !== 0, holder, keepsTensor);
+  return makeDeviceTensor(e.address + offset, shape, dtype, e.device, bytes, e.block, offset, (flags & PACKED) !== 0, holder, keepsTensor);
 }
 
 /** The containers of `template`, filled with the leaves and the data in the order the sender visited them. */
