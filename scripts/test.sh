@@ -116,7 +116,7 @@ suite "Python example, emulated driver: to cuda:0 and back (examples/python/copy
 suite "Python example, no driver: the host path (examples/python/copy_batch.py)" python_example -u MTC_CUDA_DRIVER
 suite "TypeScript layout: no import cycle (dpdm), folders in order, no file above 400 lines" bash scripts/check_ts_layout.sh
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
-suite "type check: deno check" "$DENO" check ts/mod.ts tests/ts tests/gpu examples bench
+suite "type check: deno check" "$DENO" check ts/mod.ts ts/npm.ts ts/worker.ts tests/ts tests/gpu examples bench
 suite "type check: the README's TypeScript blocks under bun init's tsconfig (tsc) and deno check" bash scripts/check_readme_ts.sh
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
