@@ -43,34 +43,21 @@ export let tensorPacked: (tensor: DeviceTensor) => boolean;
 /** @internal True when a copy to the host gives it back as a Tensor whatever its shape (it was copied from a Tensor). */
 export let tensorKeepsTensor: (tensor: DeviceTensor) => boolean;
 
-/**
- * Only this module holds it; the constructor takes it, so that no caller
- * makes a DeviceTensor around an address of its choosing (a copy from it
- * would read there, a copy into it write there, a kernel launch use it).
- */
+/** Only this module holds it: no caller makes a DeviceTensor around an address of its choosing, for copies and launches to use. */
 const MADE_HERE = Symbol("made by libmtc");
+const MADE_BY = "a DeviceTensor is made by the library (startCopy, DeviceTensor.empty or zeros, fromDLPack, takeResult), never around an address";
 
 /**
- * @internal Makes a DeviceTensor: the library's own way to the private
- * constructor (startCopy's results, device allocations, DLPack imports,
- * moved results). Arguments as the constructor's, after its token:
- * positional, as results come by the hundred. `shape` must be frozen
- * (frozenShape); the holder share is the caller's, now owned by the
- * tensor; `keepsTensor`: it comes back to the host as a Tensor whatever
- * its shape (it was copied from one).
+ * @internal Makes a DeviceTensor, the library's way past the private
+ * constructor (copies' results, allocations, DLPack imports, moved
+ * results); positional, as results come by the hundred. `shape` frozen
+ * (frozenShape); the holder share is the caller's, now the tensor's;
+ * `keepsTensor`: it comes back to the host as a Tensor (copied from one).
  */
-export let makeDeviceTensor: (
-  address: number,
-  shape: readonly number[],
-  dtype: DType,
-  device: number,
-  byteLength: number,
-  block: number,
-  offset: number,
-  packed: boolean,
-  holder: BlockHolder | null,
-  keepsTensor?: boolean,
-) => DeviceTensor;
+export let makeDeviceTensor: (...fields: [
+  address: number, shape: readonly number[], dtype: DType, device: number, byteLength: number,
+  block: number, offset: number, packed: boolean, holder: BlockHolder | null, keepsTensor?: boolean,
+]) => DeviceTensor;
 
 /**
  * What a DeviceTensor comes back as from a copy to the host: a typed array
@@ -187,11 +174,7 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     holder: BlockHolder | null,
     keepsTensor = false,
   ) {
-    if (made !== MADE_HERE) {
-      throw invalidArgument(
-        "new DeviceTensor(): a DeviceTensor is made by the library (startCopy, DeviceTensor.empty or zeros, fromDLPack, takeResult), never around an address",
-      );
-    }
+    if (made !== MADE_HERE) throw invalidArgument(`new DeviceTensor(): ${MADE_BY}`);
     this.#keepsTensor = keepsTensor;
     this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).

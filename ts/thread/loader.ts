@@ -158,7 +158,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   /** The stream ends before this index. */
   #end: number;
   readonly #waiters: Waiter<T>[] = [];
-  /** Per worker: the error its thread's error event (or a message that could not be read) said it failed with. */
+  /** Per worker: the error its thread's error event said it failed with. */
   readonly #failed: (((index: number) => MtcError) | undefined)[] = [];
   /** Per worker: seen ended or failed once by #watch, while the stream needed it. */
   readonly #seenEnded: boolean[] = [];
@@ -201,18 +201,16 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     const thread = newWorker(WORKER_URL);
     this.#workers.push(thread);
     thread.onmessage = (event) => this.#receive(worker, event.data);
-    // A worker reports its own failures as batch errors; these come when it
-    // could not (under `bun test`, its uncaught errors come only here, and
-    // the worker ends). It is asked to stop, and the batch of its that a
-    // next() then waits for gets the error.
+    // A worker reports its own failures as batch errors; its error event
+    // comes when it could not (under `bun test`, its uncaught errors come
+    // only there, and the worker ends): the batch of its that a next() then
+    // waits for gets the error.
     thread.onerror = (event) => {
       event.preventDefault?.(); // the loader reports it; the process goes on
       const message = typeof event.message === "string" ? event.message : "";
-      this.#workerFailed(worker, (index) => workerFailedError(worker, index, Status.MTC_ERR_INVALID_STATE, message));
+      this.#failed[worker] ??= (index) => workerFailedError(worker, index, message); // #watch gives it out
     };
-    thread.onmessageerror = () => {
-      this.#workerFailed(worker, (index) => workerFailedError(worker, index, Status.MTC_ERR_INTERNAL, "one of its messages could not be read here"));
-    };
+    thread.onmessageerror = () => this.#fail(new MtcError(Status.MTC_ERR_INTERNAL, `startLoader: a message of worker ${worker} could not be read`));
     try {
       thread.postMessage(start);
     } catch (cause) {
@@ -309,14 +307,6 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       }
       this.#settle();
     }, WATCH_MS);
-  }
-
-  /** Worker `worker` failed (its error event): it is asked to stop, and #watch gives its next missing batch `error`. */
-  #workerFailed(worker: number, error: (index: number) => MtcError): void {
-    if (this.#closed || this.#failed[worker] !== undefined) return;
-    this.#failed[worker] = error;
-    if (this.#owners[worker] !== undefined) this.#workers[worker]!.postMessage({ kind: "stop" });
-    this.#settle();
   }
 
   #unwatch(): void {

@@ -50,12 +50,12 @@ export function threadEndedError(worker: number, index: number): MtcError {
  * The error at batch `index`'s turn when worker `worker` failed and could
  * not say so itself: its thread's error event (`message`: under `bun test`
  * its workers' uncaught errors come only so, as the error printed with its
- * source lines), or a message of it that could not be read.
+ * source lines).
  */
-export function workerFailedError(worker: number, index: number, status: number, message: string): MtcError {
+export function workerFailedError(worker: number, index: number, message: string): MtcError {
   // Bun's form: source lines ("12 | code"), a caret line, the error, its stack. The error is what says something.
   const lines = message.split("\n").map((line) => line.trim()).filter((line) => line !== "" && !/^\d+ \|/.test(line) && !/^\^+$/.test(line) && !line.startsWith("at "));
-  return new MtcError(status, `startLoader: loader worker ${worker} failed before batch ${index}: ${lines.join(" ") || "an uncaught error"}`);
+  return new MtcError(Status.MTC_ERR_INVALID_STATE, `startLoader: loader worker ${worker} failed before batch ${index}: ${lines.join(" ") || "an uncaught error"}`);
 }
 
 /**
