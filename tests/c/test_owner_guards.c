@@ -45,7 +45,6 @@ struct ending {
   mtc_owner owner; /* released by the thread, or the thread's own */
   int thread_owned;
   atomic_int published; /* the thread's own owner is in `owner` */
-  atomic_int done;
 };
 
 static void *end_owner(void *arg) {
@@ -58,7 +57,6 @@ static void *end_owner(void *arg) {
   } else {
     CHECK_OK(mtc_owner_release(e->owner));
   }
-  atomic_store(&e->done, 1);
   return NULL;
 }
 
@@ -76,16 +74,20 @@ static void alive_until_released(int thread_owned) {
   fake.set_sync_linger_us(LINGER_US);
   pthread_t thread;
   CHECK(pthread_create(&thread, NULL, end_owner, &e) == 0);
-  int inside = 0;
-  while (!(inside = fake.synchronizes_in_progress() > 0) && !atomic_load(&e.done)) sched_yield();
-  /* With a second of linger the release is seen in the driver's wait. */
+  /* Until the release is seen in the driver's wait (it stays there for a
+   * second), or the thread is gone (a thread's own owner is released as it
+   * exits, after its function returned). */
+  int inside = 0, joined = 0;
+  while (!(inside = fake.synchronizes_in_progress() > 0) && !(joined = pthread_tryjoin_np(thread, NULL) == 0)) {
+    sched_yield();
+  }
   CHECK(inside);
   if (inside) {
     CHECK(!thread_owned || atomic_load(&e.published));
     CHECK(mtc_owner_ref_count(e.owner) == -1); /* it has ended ... */
     CHECK(mtc_owner_alive(e.owner) == 1);      /* ... but its plan is not released yet */
   }
-  pthread_join(thread, NULL);
+  if (!joined) pthread_join(thread, NULL);
   fake.set_sync_linger_us(0);
   CHECK(mtc_owner_alive(e.owner) == 0);
   mtc_stats after = checked_stats();

@@ -20,6 +20,8 @@
  *   FAKE_CUDA_PINNED_MEMORY_BYTES   pinned host memory in all (default: no limit)
  *   FAKE_CUDA_COPY_DELAY_US         modelled duration of each copy (default 0)
  *   FAKE_CUDA_NO_PEER               1: no two devices are peers (default 0)
+ *   FAKE_CUDA_CHECK_RACES           1: the race check on pinned memory
+ *                                   (fake_races.c; read on first use)
  *   FAKE_CUDA_QUIET                 1: no stderr line for failed calls
  *   FAKE_CUDA_LOG                   a file: failed calls' lines are appended
  *                                   there instead of stderr (the test script

@@ -116,7 +116,11 @@ enum {
   X(CUresult, cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))                   \
   X(CUresult, cuModuleLoadDataEx, (CUmodule *, const void *, unsigned, CUjit_option *, void **))  \
   X(int, fake_cuda_last_launch, (unsigned *, unsigned char *, unsigned))                         \
-  X(unsigned long long, fake_cuda_last_launch_stream, (void))
+  X(unsigned long long, fake_cuda_last_launch_stream, (void))                                   \
+  X(void, fake_cuda_check_races, (int))                                                          \
+  X(unsigned long long, fake_cuda_race_count, (void))                                            \
+  X(void, fake_cuda_set_sync_linger_us, (unsigned long long))                                    \
+  X(int, fake_cuda_synchronizes_in_progress, (void))
 
 #define DECLARE(ret, name, args) static ret(*name) args;
 API(DECLARE)
@@ -248,6 +252,73 @@ static int no_peer(const char *path) {
   return failures != 0;
 }
 
+/* Two streams on two devices touch one pinned block: with the race check
+ * on, a copy that overlaps another stream's in modelled time, one of them
+ * writing, fails; reads together, or a copy ordered by an event, pass.
+ * Then cuEventSynchronize's linger. */
+static int races(const char *path) {
+  setenv("FAKE_CUDA_DEVICE_COUNT", "2", 1);
+  setenv("FAKE_CUDA_QUIET", "1", 1);
+  setenv("FAKE_CUDA_CHECK_RACES", "1", 1);
+  load(path);
+  EXPECT(OK, cuInit(0));
+  CUcontext ctx0, ctx1;
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx0, 0));
+  EXPECT(OK, cuDevicePrimaryCtxRetain(&ctx1, 1));
+  CUstream s0, s1;
+  CUdeviceptr d0, d1;
+  CUevent done;
+  void *pinned = NULL;
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  EXPECT(OK, cuStreamCreate(&s1, 0));
+  EXPECT(OK, cuMemAlloc_v2(&d1, 4096));
+  EXPECT(OK, cuEventCreate(&done, 0));
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  EXPECT(OK, cuStreamCreate(&s0, 0));
+  EXPECT(OK, cuMemAlloc_v2(&d0, 4096));
+  EXPECT(OK, cuMemHostAlloc(&pinned, 4096, 0));
+  char *p = pinned;
+
+  /* cuda:1 writes the block's first half for a modelled 300 ms. */
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  fake_cuda_set_copy_delay_us(300000);
+  EXPECT(OK, cuMemcpyDtoHAsync_v2(p, d1, 2048, s1));
+  EXPECT(OK, cuEventRecord(done, s1));
+  fake_cuda_set_copy_delay_us(0);
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  EXPECT(ILLEGAL_ADDRESS, cuMemcpyHtoDAsync_v2(d0, p + 1024, 16, s0));  /* reads what it writes */
+  EXPECT(ILLEGAL_ADDRESS, cuMemcpyDtoHAsync_v2(p + 2047, d0, 2, s0));   /* one byte in common */
+  CHECK(fake_cuda_race_count() == 2);
+  EXPECT(OK, cuMemcpyDtoHAsync_v2(p + 2048, d0, 2048, s0));  /* the other half */
+  EXPECT(OK, cuStreamWaitEvent(s0, done, 0));
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, p, 4096, s0));         /* after the write: ordered */
+  CHECK(fake_cuda_race_count() == 2);
+  EXPECT(OK, cuStreamSynchronize(s0));
+
+  /* Two streams reading at once never race. */
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  fake_cuda_set_copy_delay_us(300000);
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d1, p, 4096, s1));
+  fake_cuda_set_copy_delay_us(0);
+  EXPECT(OK, cuCtxSetCurrent(ctx0));
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, p, 4096, s0));
+  CHECK(fake_cuda_race_count() == 2);
+  EXPECT(OK, cuStreamSynchronize(s1));
+  section("FAKE_CUDA_CHECK_RACES=1: unordered copies touching pinned bytes, one writing, fail; reads and ordered copies pass");
+
+  /* A synchronize stays in the driver for the linger once its event completed. */
+  fake_cuda_set_sync_linger_us(50000);
+  EXPECT(OK, cuCtxSetCurrent(ctx1));
+  EXPECT(OK, cuEventRecord(done, s1));
+  double t0 = now_ms();
+  EXPECT(OK, cuEventSynchronize(done));
+  CHECK(now_ms() - t0 >= 50);
+  CHECK(fake_cuda_synchronizes_in_progress() == 0);
+  fake_cuda_set_sync_linger_us(0);
+  section("fake_cuda_set_sync_linger_us: a synchronize returns the linger after its event");
+  return failures != 0;
+}
+
 /* -------------------------------------------------------------- threads */
 
 struct worker {
@@ -308,6 +379,14 @@ int main(int argc, char **argv) {
   pid = fork();
   if (pid == 0) {
     int rc = no_peer(path);
+    fflush(stdout);
+    _exit(rc);
+  }
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;
+  pid = fork();
+  if (pid == 0) {
+    int rc = races(path);
     fflush(stdout);
     _exit(rc);
   }
