@@ -5,7 +5,7 @@
 // work. And what the library's factories read of a DeviceTensor is its
 // private state: an arena twin's block is the real one, whatever an own
 // `block` property of the copy says.
-import { Arena, DeviceTensor, disposeAll, MtcError, startArenaCopy, startCopy } from "../../ts/mod.ts";
+import { Arena, AsyncCopyHandle, DeviceTensor, disposeAll, MtcError, startArenaCopy, startCopy } from "../../ts/mod.ts";
 import { tensorBlock } from "../../ts/tensor/device_tensor.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assertPoolsBack, poolMark } from "./fixtures/checks.ts";
@@ -36,6 +36,17 @@ test("forged: new DeviceTensor() is refused, with an address or a token of one's
 test("forged: new Arena() is refused, with a block and an address of one's own", () => {
   assertThrows(() => construct(Arena, 0x1000, 0x2000, 4096), MtcError, "new Arena(): an Arena is made by Arena.create");
   assertThrows(() => construct(Arena, Symbol("made by libmtc"), 0x1000, 0x2000, 4096), MtcError, "made by Arena.create");
+});
+
+test("forged: new AsyncCopyHandle() is refused, around a forged plan or a token of one's own; the library's handles work as before", async () => {
+  // Before: a handle around { plan: 0x1000 } passed the address to C on ready() (SIGSEGV under Bun).
+  assertThrows(() => construct(AsyncCopyHandle, { plan: 0x1000 }, 0), MtcError, "new AsyncCopyHandle(): a handle is made by startCopy, copyInto or ToDevice");
+  assertThrows(() => construct(AsyncCopyHandle, Symbol("made by libmtc"), { plan: 0x1000 }, 0), MtcError, "a handle is made by startCopy");
+  assertThrows(() => construct(AsyncCopyHandle, null, 0, { a: 1 }), MtcError, "a handle is made by startCopy");
+  const handle = startCopy({ a: new Float32Array([4, 5]) }, "cpu");
+  assert(handle instanceof AsyncCopyHandle, "startCopy's handle");
+  const done = await handle;
+  assertSame(Array.from(done.a).join(","), "4,5");
 });
 
 test("forged: the library's own DeviceTensors are made as before: allocations, copies, arena twins", async () => {

@@ -14,7 +14,7 @@ import type { NativeSymbols } from "../ffi/symbols.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { openScopes } from "../gpu/stream.ts";
 import { releaseDescriptors, takeDescriptors, writeAddresses, writeAddressesOf } from "./describe.ts";
-import { AsyncCopyHandle } from "./handle.ts";
+import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { hostDestinations, supersede } from "./host_into.ts";
 import { type IntoWalk, releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
@@ -96,7 +96,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
     w = walkInto(source, destination, d, bulk ? null : lib.backend.pointerOf, resolved.strict);
     const t = w.t;
     target = w.target;
-    if (t.count === 0) return new AsyncCopyHandle<D>(null, w.target, destination);
+    if (t.count === 0) return newHandle<D>(null, w.target, destination);
     encodeOptions(resolved, optionsView);
     const created = sym.mtc_plan_create(w.target, optionsBytes, outWords);
     if (created !== Status.MTC_OK) {
@@ -130,7 +130,7 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
     releaseDescriptors(d);
     if (w !== undefined) releaseDestinationWords(w.destinationWords);
   }
-  return new AsyncCopyHandle<D>(record, target);
+  return newHandle<D>(record, target);
 }
 
 /**

@@ -9,7 +9,7 @@ import { defineInspect } from "../base/inspect.ts";
 import { markClass } from "../base/copy_identity.ts";
 import { deviceName } from "../gpu/device.ts";
 import { adoptEvent, type CudaEvent } from "../gpu/event.ts";
-import { MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.ts";
 import { destinationsGone } from "./host_into.ts";
@@ -28,6 +28,11 @@ function disposedError(call: string): MtcError {
     `${call}: this AsyncCopyHandle was disposed (dispose() released the copy); take the result with get() or await before disposing`,
   );
 }
+
+const MADE_HERE = Symbol("made by libmtc");
+
+/** @internal A handle of `record` (null: done already, with `done` as its result) for a copy to `target`. */
+export let newHandle: <T>(record: PlanRecord | null, target: number, done?: T, reused?: number) => AsyncCopyHandle<T>;
 
 /**
  * A copy in flight. `ready()` polls, `get()` blocks, `await handle` waits
@@ -61,6 +66,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
 
   static {
     markClass(this, "AsyncCopyHandle");
+    newHandle = (record, target, done, reused) => new AsyncCopyHandle(MADE_HERE, record, target, done, reused);
     // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
     defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
       if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";
@@ -73,8 +79,10 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     });
   }
 
-  /** @internal Made by startCopy. */
-  constructor(record: PlanRecord | null, target: number, done?: T, reused = 0) {
+  /** Made by the library only (startCopy, copyInto, ToDevice): `new AsyncCopyHandle()` throws MtcError. */
+  private constructor(made: symbol, record: PlanRecord | null, target: number, done?: T, reused = 0) {
+    // A handle names a C plan: one made around another object would hand C an address it never gave.
+    if (made !== MADE_HERE) throw invalidArgument("new AsyncCopyHandle(): a handle is made by startCopy, copyInto or ToDevice");
     this.#record = record;
     this.#target = target;
     this.#reused = reused;

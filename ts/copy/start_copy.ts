@@ -16,7 +16,7 @@ import type { TypedArray } from "../tensor/dtype.ts";
 import { ownedCopy } from "../tensor/host_output.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { releaseDescriptors, takeDescriptors } from "./describe.ts";
-import { AsyncCopyHandle } from "./handle.ts";
+import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
 import { currentCudaDevice, submitPlan } from "./submit.ts";
@@ -109,11 +109,11 @@ export function startCopyWith<T, D extends Device>(
     t = walk(data, target, d, bulk ? null : lib.backend.pointerOf, resolved);
     t.pageableResults = !resolved.usePinnedStaging;
     if (t.count === 0) {
-      return new AsyncCopyHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
+      return newHandle<Copied<T, D>>(null, target, t.root[0] as Copied<T, D>, t.reused);
     }
     record = submitPlan(lib, t, resolved, streams, bulk);
   } finally {
     releaseDescriptors(d);
   }
-  return new AsyncCopyHandle<Copied<T, D>>(record, target, undefined, t.reused);
+  return newHandle<Copied<T, D>>(record, target, undefined, t.reused);
 }

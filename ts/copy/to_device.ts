@@ -7,7 +7,8 @@
  * @module
  */
 
-import { AsyncCopyHandle, type Copied, startCopyWith } from "./start_copy.ts";
+import { type AsyncCopyHandle, type Copied, startCopyWith } from "./start_copy.ts";
+import { newHandle } from "./handle.ts";
 import { DEVICE_CPU, type Device, deviceName, parseDevice } from "../gpu/device.ts";
 import { checkOptionNames, invalidArgument } from "../base/errors.ts";
 import type { CopyOptions } from "./options.ts";
@@ -136,7 +137,7 @@ export class Identity {
 
   /** A finished handle whose result is `x` itself. */
   forwardAsync<T>(x: T): AsyncCopyHandle<T> {
-    return new AsyncCopyHandle<T>(null, DEVICE_CPU, x);
+    return newHandle<T>(null, DEVICE_CPU, x);
   }
 
   /** Itself. */
