@@ -13,7 +13,7 @@
 
 import { MtcError, Status } from "../base/errors.ts";
 import { AsyncCopyHandle } from "../copy/handle.ts";
-import { library } from "../ffi/library.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
 import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
 import { releasePinned } from "../tensor/host_output.ts";
 import { errorMessage, isMoved, type Moved, MOVED, shown } from "./message.ts";
@@ -122,8 +122,8 @@ function newParcel(sender: number, blocks: number): number {
 function waitForCopies(out: Outgoing): void {
   const sym = library().symbols;
   for (let i = 0; i < out.blocks.length; i++) {
-    if (!out.pinnedBlocks[i] || sym.mtc_block_busy!(out.blocks[i]!) === 0) continue;
-    const status = sym.mtc_block_wait_idle!(out.blocks[i]!);
+    if (!out.pinnedBlocks[i] || requireSymbol("mtc_block_busy", "moveResult")(out.blocks[i]!) === 0) continue;
+    const status = requireSymbol("mtc_block_wait_idle", "moveResult")(out.blocks[i]!);
     if (status !== Status.MTC_OK) {
       const path = out.path(out.blockPlaces[2 * i] as number, out.blockPlaces[2 * i + 1]!);
       throw new MtcError(status, `moveResult: a copy that reads or writes this pinned memory failed, so it was not moved: ${sym.mtc_last_error()}`, { path });

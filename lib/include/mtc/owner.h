@@ -121,7 +121,8 @@ MTC_API mtc_status mtc_owner_take(mtc_owner parcel, mtc_owner to);
 
 /* Releases every parcel sent by `sender` and not taken (messages lost with
  * a closed port or a terminated worker); returns how many. `sender` may have
- * ended already; 0 drops nothing (a parcel of no sender is released only
+ * ended already; 0, and an id that no owner of this process ever had (one
+ * of another process), drop nothing (a parcel of no sender is released only
  * by itself). */
 MTC_API uint64_t mtc_owner_drop_parcels(mtc_owner sender);
 
