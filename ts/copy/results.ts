@@ -53,6 +53,7 @@ export function collectResults(lib: MtcLibrary, plan: number, t: Traversal, targ
   try {
     const status = lib.symbols.mtc_plan_results(plan, 0, count, words);
     if (status !== Status.MTC_OK) throw planError(lib.symbols, plan, status, t);
+    if (t.build !== null) return t.build(words);
     if (target === DEVICE_CPU) collectHost(lib, t, words);
     else settleDevice(t, words);
   } finally {

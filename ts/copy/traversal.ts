@@ -89,6 +89,8 @@ export class Traversal {
   strict: boolean = false;
   /** The option copyHostLeaves: "cpu" gets fresh copies of host leaves, not the leaves themselves (host_clone.ts). */
   copyHostLeaves: boolean = false;
+  /** A prepared copy (prepared.ts): builds the output from the results words (one mtc_leaf_result per leaf), in place of settling outputs. */
+  build: ((words: Uint32Array) => unknown) | null = null;
 
   constructor(
     /** -1 for the host, N for cuda:N. */
