@@ -91,6 +91,8 @@ export class Traversal {
   copyHostLeaves: boolean = false;
   /** A prepared copy (prepared.ts): builds the output from the results words (one mtc_leaf_result per leaf), in place of settling outputs. */
   build: ((words: Uint32Array) => unknown) | null = null;
+  /** A prepared copy: the path of each leaf, known from its template (for errors). */
+  paths: readonly string[] | null = null;
 
   constructor(
     /** -1 for the host, N for cuda:N. */
@@ -135,6 +137,7 @@ export class Traversal {
  * looking for its result in the output (only errors need it).
  */
 export function leafPath(t: Traversal, i: number): string {
+  if (t.paths !== null) return t.paths[i] ?? "";
   if (t.intoNodes !== null) return formatPath(t.intoNodes[i]!, t.keys[i]);
   if (t.outputs === null) return formatPath(t.nodes[i]!, t.keys[i]);
   return pathOf(t.root[0], t.outputs[i]) ?? "";

@@ -15,6 +15,7 @@ import { markClass } from "../base/copy_identity.ts";
 import { library } from "../ffi/library.ts";
 import { frozenShape, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
+import type { ResultGroup } from "./result_group.ts";
 import { DTYPE_SIZE, isDType } from "./dtype.ts";
 
 // What the library reads of a DeviceTensor: its private state, never the
@@ -57,6 +58,7 @@ const MADE_BY = "a DeviceTensor is made by the library (startCopy, DeviceTensor.
 export let makeDeviceTensor: (...fields: [
   address: number, shape: readonly number[], dtype: DType, device: number, byteLength: number,
   block: number, offset: number, packed: boolean, holder: BlockHolder | null, keepsTensor?: boolean,
+  group?: ResultGroup | null,
 ]) => DeviceTensor;
 
 /**
@@ -159,6 +161,8 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   #disposed = false;
   /** A copy to the host gives a Tensor, whatever the shape: this was copied from a Tensor. */
   #keepsTensor: boolean;
+  /** A prepared copy's result: the group holds the block shares, and disposing it disposes this tensor too. */
+  #group: ResultGroup | null;
 
   /** Made by the library only ({@link makeDeviceTensor}): `new DeviceTensor()` throws MtcError. */
   private constructor(
@@ -173,9 +177,11 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     packed: boolean,
     holder: BlockHolder | null,
     keepsTensor = false,
+    group: ResultGroup | null = null,
   ) {
     if (made !== MADE_HERE) throw invalidArgument(`new DeviceTensor(): ${MADE_BY}`);
     this.#keepsTensor = keepsTensor;
+    this.#group = group;
     this.#address = address;
     // Frozen by whoever made it (the source Tensor's, or a cached [n]).
     this.#shape = shape;
@@ -198,7 +204,7 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
    * readable).
    */
   get address(): number {
-    if (this.#disposed) {
+    if (this.#disposed || (this.#group !== null && this.#group.disposed)) {
       throw new MtcError(Status.MTC_ERR_INVALID_STATE, `DeviceTensor.address: this DeviceTensor (${deviceName(this.#device)}) was disposed: its address is no longer valid`);
     }
     return this.#address;
@@ -268,34 +274,36 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   /** True after dispose(). */
   get disposed(): boolean {
     checkThis(this, "disposed");
-    return this.#disposed;
+    return this.#disposed || (this.#group !== null && this.#group.disposed);
   }
 
   static {
     markClass(this, "DeviceTensor");
-    makeDeviceTensor = (address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor) =>
-      new DeviceTensor(MADE_HERE, address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor);
+    makeDeviceTensor = (address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor, group) =>
+      new DeviceTensor(MADE_HERE, address, shape, dtype, device, byteLength, block, offset, packed, holder, keepsTensor, group);
     isDeviceTensor = (value): value is DeviceTensor => typeof value === "object" && value !== null && #holder in value;
-    holderOf = (tensor) => tensor.#holder;
+    // A disposed group's leaves keep their holder field (disposing a group touches no leaf): read as none.
+    holderOf = (tensor) => tensor.#group !== null && tensor.#group.disposed ? null : tensor.#holder;
     tensorAddress = (tensor) => tensor.#address;
     tensorBytes = (tensor) => tensor.#byteLength;
     tensorDevice = (tensor) => tensor.#device;
     tensorDType = (tensor) => tensor.#dtype;
     tensorShape = (tensor) => tensor.#shape;
     tensorOffset = (tensor) => tensor.#offset;
-    tensorDisposed = (tensor) => tensor.#disposed;
+    tensorDisposed = (tensor) => tensor.#disposed || (tensor.#group !== null && tensor.#group.disposed);
     tensorKeepsTensor = (tensor) => tensor.#keepsTensor;
     tensorBlock = (tensor) => tensor.#block;
     tensorPacked = (tensor) => tensor.#packed;
     // console.log: "DeviceTensor(float32 [2, 3] cuda:0)", ", disposed" once it is (no getter: the address would throw).
     defineInspect<DeviceTensor>(this.prototype, "DeviceTensor", (t) => {
       if (!(#holder in t)) return "DeviceTensor (not made by this library)";
-      return `DeviceTensor(${t.#dtype} ${showShape(t.#shape)} ${deviceName(t.#device)}${t.#disposed ? ", disposed" : ""})`;
+      const disposed = t.#disposed || (t.#group !== null && t.#group.disposed);
+      return `DeviceTensor(${t.#dtype} ${showShape(t.#shape)} ${deviceName(t.#device)}${disposed ? ", disposed" : ""})`;
     });
     // A brand check (no prototype walk, no Proxy trap): a look-alike is undefined.
     setTensorBlockReader((value) =>
       #holder in value
-        ? { address: value.#address, deviceIndex: value.#device, holder: value.#holder, disposed: value.#disposed }
+        ? { address: value.#address, deviceIndex: value.#device, holder: holderOf(value), disposed: tensorDisposed(value) }
         : undefined
     );
     settleDeviceTensor = (tensor, address, block, offset, packed, holder) => {
@@ -339,7 +347,9 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
     this.#disposed = true;
     const holder = this.#holder;
     this.#holder = null;
-    if (holder !== null) holder.drop();
+    // A prepared result's leaf: the group holds the share, and lets it go with its last leaf.
+    if (this.#group !== null) this.#group.leafDisposed();
+    else if (holder !== null) holder.drop();
   }
 
   /** Same as dispose(), for `using`. */

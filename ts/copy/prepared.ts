@@ -1,0 +1,296 @@
+/**
+ * Prepared copies: a batch's structure read once, then each batch of that
+ * structure copied with a check, the address reads and one C call.
+ *
+ * `prepareCopy(sample, device)` checks the sample as startCopy would, builds
+ * its template (prepared_template.ts) and hands the C library the sample's
+ * plan to lay out once (mtc_prepared_create). `start(batch)` reads the batch
+ * against the template (prepared_check.ts), and submits it from the
+ * prepared layout (mtc_prepared_submit); the handle builds the result from
+ * the template once the copy is over (prepared_result.ts).
+ *
+ * @module
+ */
+
+import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
+import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
+import { openScopes } from "../gpu/stream.ts";
+import { releasePinned } from "../tensor/host_output.ts";
+import { DTYPE_SIZE } from "../tensor/dtype.ts";
+import type { ResultGroup } from "../tensor/result_group.ts";
+import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
+import { type AsyncCopyHandle, newHandle } from "./handle.ts";
+import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
+import { newRecord, type PlanRecord, u64At } from "./plan_record.ts";
+import { type BatchRead, readBatch } from "./prepared_check.ts";
+import { settlePreparedDevice, settlePreparedHost } from "./prepared_result.ts";
+import { buildTemplate, DEVICE, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
+import { currentCudaDevice, setLayouts, submitPlan } from "./submit.ts";
+import { Traversal } from "./traversal.ts";
+import type { Copied } from "./types.ts";
+import { walk } from "./walk.ts";
+
+const outWords = new Uint32Array(2);
+const optionsBytes = new Uint8Array(OPTIONS_SIZE);
+const optionsView = new DataView(optionsBytes.buffer);
+
+/** C's prepared layouts, released when their PreparedCopy is collected without dispose(). */
+const registry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
+
+/**
+ * A copy prepared once from a sample batch; {@link PreparedCopy.start}
+ * copies each batch of the same structure. Made by {@link prepareCopy}.
+ */
+export class PreparedCopy<T = unknown, D extends Device = Device> {
+  readonly #template: Template;
+  readonly #target: number;
+  readonly #options: Required<CopyOptions>;
+  /** The C library's prepared layout (an mtc_prepared), 0 when there is none (no leaves, or an older libmtc). */
+  #prepared: number;
+  /** Descriptors with the sample's fields; each batch writes its addresses into a copy. */
+  readonly #words: Uint32Array;
+  #spare: Uint32Array | null;
+  /** The sample's pinned flag, leaf by leaf: a batch that differs goes through a plain plan. */
+  readonly #sampleFlags: Uint8Array;
+  readonly #paths: readonly string[];
+  readonly #sourceDevices: readonly number[];
+  readonly #reused: number;
+  /** Results not yet disposed through disposeResult: a device result's group, a host result's pinned buffers. */
+  readonly #results = new WeakMap<object, ResultGroup | ArrayBuffer[]>();
+  #disposed = false;
+
+  /** @internal Made by prepareCopy. */
+  constructor(template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number) {
+    this.#template = template;
+    this.#target = target;
+    this.#options = options;
+    this.#words = words;
+    this.#spare = words.slice();
+    this.#sampleFlags = flags;
+    this.#prepared = prepared;
+    this.#paths = template.leaves.map((leaf) => leaf.path);
+    this.#sourceDevices = [...new Set(template.leaves.filter((leaf) => leaf.what === DEVICE).map((leaf) => leaf.device))];
+    this.#reused = countReused(template.root);
+    if (prepared !== 0) registry.register(this, prepared, this);
+  }
+
+  /** The leaves each batch copies. */
+  get leafCount(): number {
+    return this.#template.leaves.length;
+  }
+
+  /** Where it copies to: "cpu" or "cuda:N". */
+  get device(): D {
+    return deviceName(this.#target) as D;
+  }
+
+  /**
+   * Starts copying `batch`, which must have the sample's structure (see
+   * {@link prepareCopy}), and returns at once, as startCopy does. Throws
+   * MtcError naming the first path where the batch differs from the sample;
+   * then nothing is copied.
+   */
+  start(batch: T): AsyncCopyHandle<Copied<T, D>> {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopy.start: this prepared copy was disposed");
+    const lib = library();
+    const template = this.#template;
+    const count = template.leaves.length;
+    const words = this.#spare ?? this.#words.slice(); // in use: a getter in the batch started a copy of this one
+    this.#spare = null;
+    const t = new Traversal(this.#target, { words });
+    const bulk = usesBulkAddresses(lib);
+    const r: BatchRead = {
+      t, words, places: new Array(count), pointerOf: bulk ? null : lib.backend.pointerOf, target: this.#target,
+      flagsChanged: 0, lastBuffer: null, lastPinned: false,
+    };
+    let record: PlanRecord | null = null;
+    try {
+      const root = readBatch(template, batch, r, this.#sampleFlags);
+      if (count === 0) return newHandle<Copied<T, D>>(null, this.#target, root as Copied<T, D>, this.#reused);
+      if (bulk) writeAddressesOf(lib, words, t.views, count);
+      t.count = count;
+      t.paths = this.#paths;
+      t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+      if (t.layouts.length === 0) t.layouts = null;
+      for (const device of this.#sourceDevices) t.sourceDevices.push(device);
+      t.pageableResults = !this.#options.usePinnedStaging;
+      t.build = (results) => this.#settle(lib, r.places, root, results);
+      record = this.#prepared !== 0 && r.flagsChanged === 0 && openScopes === 0
+        ? this.#submitPrepared(lib, t, words)
+        : submitPlan(lib, t, this.#options, null, false); // a plan of its own: the pinned flags differ, or streams to bind
+    } catch (e) {
+      if (record === null) t.dropShares();
+      throw e;
+    } finally {
+      this.#spare = words; // C has copied the descriptors
+    }
+    return newHandle<Copied<T, D>>(record, this.#target, undefined, this.#reused);
+  }
+
+  /** One C call: a plan from the prepared layout, submitted. */
+  #submitPrepared(lib: MtcLibrary, t: Traversal, words: Uint32Array): PlanRecord {
+    const sym = lib.symbols;
+    const status = sym.mtc_prepared_submit!(this.#prepared, words, null, t.count, outWords);
+    if (status !== Status.MTC_OK) {
+      throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+    }
+    return newRecord(lib, u64At(outWords, 0), t);
+  }
+
+  #settle(lib: MtcLibrary, places: readonly (object | null)[], root: unknown, results: Uint32Array): unknown {
+    if (this.#target < 0) {
+      const value = settlePreparedHost(lib, this.#template, places, root, results, !this.#options.usePinnedStaging);
+      if (typeof value === "object" && value !== null) this.#results.set(value, collectBuffers(results, this.#template.leaves.length, value));
+      return value;
+    }
+    const settled = settlePreparedDevice(this.#template, places, root, results, this.#target);
+    if (typeof settled.root === "object" && settled.root !== null) this.#results.set(settled.root, settled.group);
+    return settled.root;
+  }
+
+  /**
+   * Disposes a result of this prepared copy's (what `start(batch)` gave,
+   * the object itself): every DeviceTensor the copy made for it, one step
+   * per block, not per leaf; each then refuses `address` as a disposed
+   * tensor does. Tensors of the batch that were placed as they are (already
+   * on the target) are left alone. A host result's pinned blocks are
+   * released (its views read as empty). Idempotent; MtcError for a value
+   * that is no result of this prepared copy.
+   */
+  disposeResult(result: Copied<T, D>): void {
+    const held = typeof result === "object" && result !== null ? this.#results.get(result) : undefined;
+    if (held === undefined) {
+      throw invalidArgument("PreparedCopy.disposeResult: not a result of this prepared copy (pass the value start() gave, as it was given)");
+    }
+    if (Array.isArray(held)) {
+      for (const buffer of held) releasePinned(buffer);
+      held.length = 0;
+    } else held.dispose();
+  }
+
+  /**
+   * Releases the prepared layout. Copies in flight go on and their results
+   * stay valid; `start` then throws. Idempotent.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const prepared = this.#prepared;
+    this.#prepared = 0;
+    if (prepared !== 0) {
+      registry.unregister(this);
+      library().symbols.mtc_prepared_release?.(prepared);
+    }
+  }
+
+  /** Same as dispose(), for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** The pinned buffers a host result's leaves view (one per block). */
+function collectBuffers(_results: Uint32Array, _count: number, value: object): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v !== "object" || v === null) continue;
+    if (ArrayBuffer.isView(v)) buffers.add(v.buffer as ArrayBuffer);
+    else if (Array.isArray(v)) stack.push(...v);
+    else if (v instanceof Map) stack.push(...v.values());
+    else if ("data" in v && ArrayBuffer.isView((v as { data: unknown }).data)) buffers.add(((v as { data: ArrayBufferView }).data).buffer as ArrayBuffer);
+    else if (Object.getPrototypeOf(v) === Object.prototype) stack.push(...Object.values(v));
+  }
+  return [...buffers];
+}
+
+function countReused(node: TemplateNode): number {
+  if (node.what === REUSED) return 1;
+  if (node.what !== 1) return 0;
+  let n = 0;
+  for (const child of node.children) n += countReused(child);
+  return n;
+}
+
+/** Deno reads host addresses in bulk after the walk; Bun reads each in it. */
+function usesBulkAddresses(lib: MtcLibrary): boolean {
+  return lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
+}
+
+/**
+ * Prepares copies to `device` of batches with the structure of `sample`:
+ * the same containers with the same keys in the same order, array lengths,
+ * leaf kinds, dtypes, shapes and byte lengths (strided leaves: the same
+ * strides and offset over storage of the same length). Only the bytes, the
+ * buffers the leaves view and the pass-through values may differ. The
+ * sample is checked as startCopy checks a batch (the same errors, with
+ * paths). Options: those of startCopy, less `strict` and `copyHostLeaves`.
+ *
+ * @example
+ * ```ts
+ * using prepared = prepareCopy(batches[0], "cuda:0");
+ * for (const batch of batches) {
+ *   const onGpu = await prepared.start(batch);
+ *   train(onGpu);
+ *   prepared.disposeResult(onGpu); // one step per block
+ * }
+ * ```
+ */
+export function prepareCopy<T, D extends Device>(sample: T, device: D, options?: CopyOptions): PreparedCopy<T, D> {
+  let target = parseDevice(device);
+  const resolved = resolveOptions(options);
+  if (resolved.strict || resolved.copyHostLeaves) {
+    throw invalidArgument(`prepareCopy: the option ${resolved.strict ? "strict" : "copyHostLeaves"} is not supported by prepared copies; use startCopy`);
+  }
+  const lib = library();
+  if (target === CURRENT_CUDA) target = currentCudaDevice(lib.symbols);
+  // The sample as startCopy sees it: its errors, with their paths, come first.
+  const d = takeDescriptors();
+  try {
+    walk(sample, target, d, null, resolved).dropShares();
+  } finally {
+    releaseDescriptors(d);
+  }
+  const template = buildTemplate(sample, target);
+  const count = template.leaves.length;
+  const words = new Uint32Array(Math.max(1, count) * 10);
+  for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
+  const flags = new Uint8Array(count);
+  if (count === 0) return new PreparedCopy<T, D>(template, target, resolved, words, flags, 0);
+  // The sample itself, read as a batch: its descriptors are the template's.
+  const t = new Traversal(target, { words });
+  const bulk = usesBulkAddresses(lib);
+  const r: BatchRead = {
+    t, words, places: new Array(count), pointerOf: bulk ? null : lib.backend.pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
+  };
+  try {
+    readBatch(template, sample, r, null);
+    if (bulk) writeAddressesOf(lib, words, t.views, count);
+    for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
+    t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count));
+  } finally {
+    t.dropShares();
+  }
+}
+
+/** The C library's prepared layout of the sample's descriptors, or 0 for a libmtc without prepared copies. */
+function createPrepared(lib: MtcLibrary, target: number, options: Required<CopyOptions>, t: Traversal, words: Uint32Array, count: number): number {
+  const sym = lib.symbols;
+  if (sym.mtc_prepared_create === undefined || sym.mtc_prepared_submit === undefined) return 0;
+  encodeOptions(options, optionsView);
+  let status = sym.mtc_plan_create(target, optionsBytes, outWords);
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  const plan = u64At(outWords, 0);
+  try {
+    status = sym.mtc_plan_add_leaves(plan, words, count);
+    if (status === Status.MTC_OK && t.layouts !== null && t.layouts.length > 0) setLayouts(sym, plan, t);
+    if (status === Status.MTC_OK) status = sym.mtc_prepared_create(plan, outWords);
+    if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
+    return u64At(outWords, 0);
+  } finally {
+    sym.mtc_plan_release(plan);
+  }
+}

@@ -1,0 +1,278 @@
+/**
+ * A batch read against a prepared copy's template (prepared_template.ts):
+ * in one pass, each value of the batch is read once, checked to be what the
+ * template says lies there, and its address written into the copy's
+ * descriptors; the output containers are made on the way, with a place
+ * kept for each copied leaf. The first place that differs is an MtcError
+ * naming its path, before any C call. Nothing of one batch is kept for the
+ * next.
+ *
+ * @module
+ */
+
+import { otherCopyMark } from "../base/copy_identity.ts";
+import { invalidArgument, showValue } from "../base/errors.ts";
+import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
+import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
+import { naturalDType, storageElementBytes, type TypedArray } from "../tensor/dtype.ts";
+import { showShape } from "../tensor/shape.ts";
+import { releasedData, Tensor } from "../tensor/tensor.ts";
+import { LEAF_BYTES, LEAF_PINNED, type PointerOf } from "./describe.ts";
+import { ARRAY, MAP, OBJECT } from "./path.ts";
+import { CONTAINER, type ContainerNode, DEVICE, HOST, kindOf, type LeafNode, PASS, REUSED, type ReusedNode, STRIDED, type Template, type TemplateNode } from "./prepared_template.ts";
+import { setValue, type Traversal } from "./traversal.ts";
+
+const LEAF_WORDS = LEAF_BYTES / 4;
+const TWO_32 = 4294967296;
+
+/** One batch being read: where its descriptors and leaf places go. */
+export interface BatchRead {
+  readonly t: Traversal;
+  /** The descriptors, the template's with this batch's addresses and pinned flags. */
+  readonly words: Uint32Array;
+  /** Leaf i's output container (null: the root). */
+  readonly places: (object | null)[];
+  readonly pointerOf: PointerOf | null;
+  readonly target: number;
+  /** Leaves whose pinned flag differs from the sample's. */
+  flagsChanged: number;
+  lastBuffer: ArrayBufferLike | null;
+  lastPinned: boolean;
+}
+
+/** The error for a batch that differs from the sample at `path`. */
+export function differs(path: string, why: string): Error {
+  return invalidArgument(`the batch differs from the prepared copy's sample: ${why}; nothing was copied`, path);
+}
+
+/**
+ * Reads `batch` against `template` into `r`: returns the output root (for
+ * copied leaves, a place kept and filled once the copy is over).
+ */
+export function readBatch(template: Template, batch: unknown, r: BatchRead, sampleFlags: Uint8Array | null): unknown {
+  const root = read(template.root, batch, r, null, sampleFlags);
+  // A getter read later may have detached or shrunk an array read earlier: its address would dangle.
+  const views = r.t.views;
+  const leaves = template.leaves;
+  for (let i = 0; i < leaves.length; i++) {
+    const view = views[i];
+    if (view !== undefined && viewByteLength(view) !== (leaves[i]!.what === STRIDED ? viewBytesOf(leaves[i]!) : leaves[i]!.bytes)) {
+      throw differs(leaves[i]!.path, "its buffer was detached or resized while the batch was read (by a getter in it?)");
+    }
+  }
+  return root;
+}
+
+function viewBytesOf(leaf: LeafNode): number {
+  return (leaf.end - leaf.begin) * leaf.storageSize;
+}
+
+function read(node: TemplateNode, v: unknown, r: BatchRead, out: object | null, flags: Uint8Array | null): unknown {
+  switch (node.what) {
+    case PASS:
+      if (typeof v === "object" && v !== null && !passesThrough(v)) throw differs(node.path, `a pass-through value in the sample, ${kindOf(v)} now`);
+      return v;
+    case CONTAINER:
+      return readContainer(node, v, r, flags);
+    case REUSED:
+      return readReused(node, v, r.target);
+    default:
+      readLeaf(node, v, r, flags);
+      r.places[node.index] = out;
+      return undefined; // the key keeps its place; the result is put there once it exists
+  }
+}
+
+function readContainer(node: ContainerNode, v: unknown, r: BatchRead, flags: Uint8Array | null): unknown {
+  const children = node.children;
+  const n = node.length;
+  if (node.kind === ARRAY) {
+    if (!Array.isArray(v)) throw differs(node.path, `an array in the sample, ${kindOf(v)} now`);
+    const length = v.length;
+    if (length !== n) throw differs(node.path, `the sample's array has ${n} items, this one ${length}`);
+    const out = new Array(n);
+    for (let i = 0; i < n; i++) out[i] = read(children[i]!, v[i], r, out, flags);
+    return out;
+  }
+  if (node.kind === OBJECT) {
+    if (typeof v !== "object" || v === null || Array.isArray(v) || !isPlainObject(v)) throw differs(node.path, `an object in the sample, ${kindOf(v)} now`);
+    const keys = Object.keys(v);
+    const expected = node.keys as string[];
+    if (keys.length !== n || !sameKeys(keys, expected)) throw differs(node.path, keysDiffer(expected, keys));
+    const out: Record<string, unknown> = {};
+    const input = v as Record<string, unknown>;
+    for (let i = 0; i < n; i++) {
+      const key = expected[i]!;
+      const placed = read(children[i]!, input[key], r, out, flags);
+      if (key === "__proto__") setValue(out, OBJECT, key, placed);
+      else out[key] = placed;
+    }
+    return out;
+  }
+  if (!(v instanceof Map)) throw differs(node.path, `a Map in the sample, ${kindOf(v)} now`);
+  const entries = Array.from(v as Map<unknown, unknown>);
+  const expected = node.keys;
+  if (entries.length !== n) throw differs(node.path, `the sample's Map has ${n} entries, this one ${entries.length}`);
+  const out = new Map<unknown, unknown>();
+  for (let i = 0; i < n; i++) {
+    const [key, value] = entries[i]!;
+    if (!sameValueZero(key, expected[i])) throw differs(node.path, `entry ${i} of the Map has the key ${showValue(key)}, the sample's ${showValue(expected[i])}`);
+    out.set(key, read(children[i]!, value, r, out, flags));
+  }
+  return out;
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameValueZero(a: unknown, b: unknown): boolean {
+  return a === b || (a !== a && b !== b);
+}
+
+function keysDiffer(expected: readonly string[], keys: readonly string[]): string {
+  const missing = expected.find((k) => !keys.includes(k));
+  if (missing !== undefined) return `the key ${JSON.stringify(missing)} is missing`;
+  const extra = keys.find((k) => !expected.includes(k));
+  if (extra !== undefined) return `the key ${JSON.stringify(extra)} is not in the sample`;
+  return `its keys are in another order (the sample's: ${expected.map((k) => JSON.stringify(k)).join(", ")})`;
+}
+
+/** A value the plain copy passes through: no container, no leaf, none of another copy's. */
+function passesThrough(v: object): boolean {
+  if (v instanceof Tensor || v instanceof DeviceTensor || v instanceof Map || Array.isArray(v) || isPlainObject(v)) return false;
+  if (ArrayBuffer.isView(v) && naturalDType(v) !== undefined) return false;
+  return otherCopyMark(v) === undefined;
+}
+
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function readReused(node: ReusedNode, v: unknown, target: number): unknown {
+  if (node.kind === "device") {
+    if (!(v instanceof DeviceTensor)) throw differs(node.path, `a DeviceTensor on the target in the sample, ${kindOf(v)} now`);
+    if (!isDeviceTensor(v)) throw notADeviceTensor(node.path);
+    if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", node.path);
+    if (tensorDevice(v) !== target) throw differs(node.path, `a DeviceTensor on the target in the sample, one on another device now`);
+  } else if (node.kind === "tensor") {
+    if (!(v instanceof Tensor) || v.strides !== undefined) throw differs(node.path, `a dense Tensor in the sample, ${kindOf(v)} now`);
+  } else if (!ArrayBuffer.isView(v) || v instanceof Tensor || naturalDType(v) === undefined) {
+    throw differs(node.path, `a typed array in the sample, ${kindOf(v)} now`);
+  }
+  return v;
+}
+
+function sameShape(shape: unknown, expected: readonly number[]): boolean {
+  if (shape === expected) return true;
+  if (!Array.isArray(shape) || shape.length !== expected.length) return false;
+  for (let d = 0; d < expected.length; d++) if (shape[d] !== expected[d]) return false;
+  return true;
+}
+
+function shapeDiffers(node: LeafNode, shape: unknown): Error {
+  const now = Array.isArray(shape) ? showShape(shape.slice()) : showValue(shape);
+  return differs(node.path, `its shape was ${showShape(node.shape)} in the sample, ${now} now`);
+}
+
+/** Why a leaf's data of `bytes` (the engine's count, -1: no typed array) is not the sample's. */
+function bytesDiffer(node: LeafNode, data: unknown, bytes: number, what: string): Error {
+  if (bytes < 0) return differs(node.path, `${what} is not a typed array`);
+  const released = releasedData(data, what);
+  if (released !== undefined) return differs(node.path, released);
+  return differs(node.path, `${what} holds ${bytes} bytes, the sample's ${node.what === STRIDED ? node.dataBytes : node.bytes} (was its buffer detached or resized?)`);
+}
+
+function readLeaf(node: LeafNode, v: unknown, r: BatchRead, flags: Uint8Array | null): void {
+  if (node.what === DEVICE) return readDevice(node, v, r);
+  let data: TypedArray;
+  if (!node.tensor) {
+    if (v instanceof Tensor || !ArrayBuffer.isView(v)) throw differs(node.path, `a typed array in the sample, ${kindOf(v)} now`);
+    const dtype = naturalDType(v);
+    if (dtype !== node.dtype) throw differs(node.path, `a typed array of ${node.dtype} in the sample, ${kindOf(v)} now`);
+    const bytes = viewByteLength(v);
+    if (bytes !== node.bytes) throw bytesDiffer(node, v, bytes, "the array");
+    data = v as TypedArray;
+  } else {
+    if (!(v instanceof Tensor)) throw differs(node.path, `a Tensor in the sample, ${kindOf(v)} now`);
+    const strides = v.strides;
+    const source = v.data;
+    const dtype = v.dtype;
+    const shape = v.shape;
+    if (dtype !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${showValue(dtype)} now`);
+    if (!sameShape(shape, node.shape)) throw shapeDiffers(node, shape);
+    if (node.what === HOST) {
+      if (strides !== undefined) throw differs(node.path, "a dense Tensor in the sample, a strided one now");
+      const bytes = viewByteLength(source);
+      if (bytes !== node.bytes) throw bytesDiffer(node, source, bytes, "the Tensor's data");
+      data = source;
+    } else {
+      data = stridedView(node, v, source, strides);
+    }
+  }
+  hostLeaf(node, data, r, flags);
+}
+
+/** A strided Tensor's storage span, once its layout is found to be the sample's. */
+function stridedView(node: LeafNode, leaf: Tensor, data: TypedArray, strides: readonly number[] | undefined): TypedArray {
+  const offset = leaf.offset;
+  const expected = node.strides!;
+  if (strides === undefined || !sameShape(strides, expected)) {
+    const now = strides === undefined ? "none (dense)" : Array.isArray(strides) ? showShape(strides.slice()) : showValue(strides);
+    throw differs(node.path, `its strides were ${showShape(expected)} in the sample, ${now} now`);
+  }
+  if (offset !== node.offset) throw differs(node.path, `its offset was ${node.offset} in the sample, ${showValue(offset)} now`);
+  const bytes = viewByteLength(data);
+  if (bytes !== node.dataBytes) throw bytesDiffer(node, data, bytes, "the Tensor's data");
+  if (storageElementBytes(data) !== node.storageSize) throw differs(node.path, `its data is ${kindOf(data)}, of another element size than the sample's`);
+  return viewSubarray(data, node.begin, node.end);
+}
+
+/** Writes host leaf i's descriptor: its address (Bun) or its view for the bulk read (Deno), and the pinned flag. */
+function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: Uint8Array | null): void {
+  const i = node.index;
+  const buffer = viewBuffer(data); // Bun: reading it moves a small array's storage out of the moving heap
+  if (node.bytes === 0) checkReadable(node, data, buffer);
+  else if (isResizable(buffer)) data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
+  r.t.views[i] = data;
+  if (buffer !== r.lastBuffer) {
+    r.lastBuffer = buffer;
+    r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
+  }
+  const flag = r.lastPinned ? LEAF_PINNED : 0;
+  const w = r.words;
+  const at = i * LEAF_WORDS;
+  const address = r.pointerOf === null || node.bytes === 0 ? 0 : r.pointerOf(data, true);
+  w[at] = address >>> 0;
+  w[at + 1] = (address / TWO_32) >>> 0;
+  w[at + 9] = flag;
+  if (sampleFlags !== null && sampleFlags[i] !== flag) r.flagsChanged++;
+}
+
+function checkReadable(node: LeafNode, data: TypedArray, buffer: ArrayBufferLike): void {
+  const released = releasedData(data, "its");
+  if (released !== undefined) throw differs(node.path, released);
+  if (buffer instanceof ArrayBuffer && isDetached(buffer)) throw differs(node.path, "its ArrayBuffer was detached");
+}
+
+/** A DeviceTensor of another device: its block held until the copy has read it. */
+function readDevice(node: LeafNode, v: unknown, r: BatchRead): void {
+  if (!(v instanceof DeviceTensor)) throw differs(node.path, `a DeviceTensor in the sample, ${kindOf(v)} now`);
+  if (!isDeviceTensor(v)) throw notADeviceTensor(node.path);
+  if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", node.path);
+  if (tensorDevice(v) !== node.device) throw differs(node.path, `a DeviceTensor on cuda:${node.device} in the sample, on cuda:${tensorDevice(v)} now`);
+  if (tensorDType(v) !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${tensorDType(v)} now`);
+  if (!sameShape(tensorShape(v), node.shape) || tensorBytes(v) !== node.bytes) throw shapeDiffers(node, tensorShape(v));
+  const holder = holderOf(v);
+  if (holder !== null) {
+    holder.acquire(); // the source block lives until the copy has read it
+    r.t.shares.push(holder);
+  }
+  const address = tensorAddress(v);
+  const at = node.index * LEAF_WORDS;
+  r.words[at] = address >>> 0;
+  r.words[at + 1] = (address / TWO_32) >>> 0;
+  r.t.views[node.index] = undefined;
+}
