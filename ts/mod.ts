@@ -45,6 +45,7 @@ export {
 } from "./copy/start_copy.ts";
 export { copyInto } from "./copy/copy_into.ts";
 export { prepareCopy, PreparedCopy } from "./copy/prepared.ts";
+export { prepareCopyInto, PreparedCopyInto } from "./copy/prepared_into.ts";
 export { type Device } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
 import { openScopes } from "../gpu/stream.ts";
@@ -21,22 +21,16 @@ import { DTYPE_SIZE } from "../tensor/dtype.ts";
 import type { ResultGroup } from "../tensor/result_group.ts";
 import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
-import { type CopyOptions, encodeOptions, OPTIONS_SIZE, resolveOptions } from "./options.ts";
-import { newRecord, type PlanRecord, u64At } from "./plan_record.ts";
-import { type BatchRead, readBatch } from "./prepared_check.ts";
+import { type CopyOptions, resolveOptions } from "./options.ts";
+import type { PlanRecord } from "./plan_record.ts";
+import { createPrepared, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
+import { newBatchRead, readBatch } from "./prepared_check.ts";
 import { settlePreparedDevice, settlePreparedHost } from "./prepared_result.ts";
 import { buildTemplate, DEVICE, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
-import { currentCudaDevice, setLayouts, submitPlan } from "./submit.ts";
+import { currentCudaDevice } from "./submit.ts";
 import { Traversal } from "./traversal.ts";
 import type { Copied } from "./types.ts";
 import { walk } from "./walk.ts";
-
-const outWords = new Uint32Array(2);
-const optionsBytes = new Uint8Array(OPTIONS_SIZE);
-const optionsView = new DataView(optionsBytes.buffer);
-
-/** C's prepared layouts, released when their PreparedCopy is collected without dispose(). */
-const registry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
 
 /**
  * A copy prepared once from a sample batch; {@link PreparedCopy.start}
@@ -72,7 +66,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#paths = template.leaves.map((leaf) => leaf.path);
     this.#sourceDevices = [...new Set(template.leaves.filter((leaf) => leaf.what === DEVICE).map((leaf) => leaf.device))];
     this.#reused = countReused(template.root);
-    if (prepared !== 0) registry.register(this, prepared, this);
+    if (prepared !== 0) preparedRegistry.register(this, prepared, this);
   }
 
   /** The leaves each batch copies. */
@@ -100,10 +94,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#spare = null;
     const t = new Traversal(this.#target, { words });
     const bulk = usesBulkAddresses(lib);
-    const r: BatchRead = {
-      t, words, places: new Array(count), pointerOf: bulk ? null : lib.backend.pointerOf, target: this.#target,
-      flagsChanged: 0, lastBuffer: null, lastPinned: false,
-    };
+    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target);
     let record: PlanRecord | null = null;
     try {
       const root = readBatch(template, batch, r, this.#sampleFlags);
@@ -117,8 +108,8 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
       t.pageableResults = !this.#options.usePinnedStaging;
       t.build = (results) => this.#settle(lib, r.places, root, results);
       record = this.#prepared !== 0 && r.flagsChanged === 0 && openScopes === 0
-        ? this.#submitPrepared(lib, t, words)
-        : submitPlan(lib, t, this.#options, null, false); // a plan of its own: the pinned flags differ, or streams to bind
+        ? submitPrepared(lib, this.#prepared, t, words)
+        : submitOwnPlan(lib, this.#options, t, words, null);
     } catch (e) {
       if (record === null) t.dropShares();
       throw e;
@@ -126,16 +117,6 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
       this.#spare = words; // C has copied the descriptors
     }
     return newHandle<Copied<T, D>>(record, this.#target, undefined, this.#reused);
-  }
-
-  /** One C call: a plan from the prepared layout, submitted. */
-  #submitPrepared(lib: MtcLibrary, t: Traversal, words: Uint32Array): PlanRecord {
-    const sym = lib.symbols;
-    const status = sym.mtc_prepared_submit!(this.#prepared, words, null, t.count, outWords);
-    if (status !== Status.MTC_OK) {
-      throw new MtcError(status, sym.mtc_last_error() || statusName(status));
-    }
-    return newRecord(lib, u64At(outWords, 0), t);
   }
 
   #settle(lib: MtcLibrary, places: readonly (object | null)[], root: unknown, results: Uint32Array): unknown {
@@ -179,7 +160,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     const prepared = this.#prepared;
     this.#prepared = 0;
     if (prepared !== 0) {
-      registry.unregister(this);
+      preparedRegistry.unregister(this);
       library().symbols.mtc_prepared_release?.(prepared);
     }
   }
@@ -212,11 +193,6 @@ function countReused(node: TemplateNode): number {
   let n = 0;
   for (const child of node.children) n += countReused(child);
   return n;
-}
-
-/** Deno reads host addresses in bulk after the walk; Bun reads each in it. */
-function usesBulkAddresses(lib: MtcLibrary): boolean {
-  return lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
 }
 
 /**
@@ -262,35 +238,14 @@ export function prepareCopy<T, D extends Device>(sample: T, device: D, options?:
   // The sample itself, read as a batch: its descriptors are the template's.
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
-  const r: BatchRead = {
-    t, words, places: new Array(count), pointerOf: bulk ? null : lib.backend.pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
-  };
+  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target);
   try {
     readBatch(template, sample, r, null);
     if (bulk) writeAddressesOf(lib, words, t.views, count);
     for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
     t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
-    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count));
+    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null));
   } finally {
     t.dropShares();
-  }
-}
-
-/** The C library's prepared layout of the sample's descriptors, or 0 for a libmtc without prepared copies. */
-function createPrepared(lib: MtcLibrary, target: number, options: Required<CopyOptions>, t: Traversal, words: Uint32Array, count: number): number {
-  const sym = lib.symbols;
-  if (sym.mtc_prepared_create === undefined || sym.mtc_prepared_submit === undefined) return 0;
-  encodeOptions(options, optionsView);
-  let status = sym.mtc_plan_create(target, optionsBytes, outWords);
-  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
-  const plan = u64At(outWords, 0);
-  try {
-    status = sym.mtc_plan_add_leaves(plan, words, count);
-    if (status === Status.MTC_OK && t.layouts !== null && t.layouts.length > 0) setLayouts(sym, plan, t);
-    if (status === Status.MTC_OK) status = sym.mtc_prepared_create(plan, outWords);
-    if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
-    return u64At(outWords, 0);
-  } finally {
-    sym.mtc_plan_release(plan);
   }
 }

@@ -40,6 +40,11 @@ export interface BatchRead {
   lastPinned: boolean;
 }
 
+/** A read of one batch of `count` leaves into `words`, for a copy to `target`. */
+export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number): BatchRead {
+  return { t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false };
+}
+
 /** The error for a batch that differs from the sample at `path`. */
 export function differs(path: string, why: string): Error {
   return invalidArgument(`the batch differs from the prepared copy's sample: ${why}; nothing was copied`, path);

@@ -98,12 +98,18 @@ function sampleError(path: string, why: string): Error {
   return invalidArgument(`prepareCopy: ${why}`, path);
 }
 
-/** Builds the template of `sample` for a copy to `target`. */
-export function buildTemplate(sample: unknown, target: number): Template {
+/**
+ * Builds the template of `sample` for a copy to `target`. `into`: a copy
+ * into existing memory, which copies every leaf (none is reused).
+ */
+export function buildTemplate(sample: unknown, target: number, into = false): Template {
   const template: Template = { root: { what: PASS, path: "" }, leaves: [], parents: [], keys: [] };
-  (template as { root: TemplateNode }).root = nodeOf(template, sample, target, null, undefined, null, 0);
+  (template as { root: TemplateNode }).root = nodeOf(template, sample, into ? NO_TARGET : target, null, undefined, null, 0);
   return template;
 }
+
+/** A target no leaf is on: nothing is reused (copyInto). */
+const NO_TARGET = -2;
 
 function nodeOf(
   template: Template,

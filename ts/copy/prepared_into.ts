@@ -1,0 +1,220 @@
+/**
+ * Prepared copyInto: the decode loop's copy, the same structure of sources
+ * into the same DeviceTensors every step. `prepareCopyInto(sample,
+ * destination)` checks the pair as copyInto would, keeps the destinations
+ * and has the C library lay the pair out once; `start(source)` reads the
+ * source against the sample's template (prepared_check.ts), checks that no
+ * destination was disposed, and submits from the prepared layout in one C
+ * call. The handle gives `destination` back once the copy is over.
+ *
+ * @module
+ */
+
+import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { library, requireSymbol } from "../ffi/library.ts";
+import type { BlockHolder } from "../gpu/block.ts";
+import { DEVICE_CPU } from "../gpu/device.ts";
+import { openScopes } from "../gpu/stream.ts";
+import { type DeviceTensor, holderOf, tensorDisposed } from "../tensor/device_tensor.ts";
+import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
+import { DTYPE_SIZE } from "../tensor/dtype.ts";
+import { type AsyncCopyHandle, newHandle } from "./handle.ts";
+import { releaseDestinationWords, walkInto } from "./into_walk.ts";
+import { type CopyOptions, resolveOptions } from "./options.ts";
+import type { PlanRecord } from "./plan_record.ts";
+import { newBatchRead, readBatch } from "./prepared_check.ts";
+import { createPrepared, type IntoSide, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
+import { buildTemplate, type Template } from "./prepared_template.ts";
+import { leafPath, Traversal } from "./traversal.ts";
+
+/**
+ * A copyInto prepared once from a sample source and its destination;
+ * {@link PreparedCopyInto.start} copies each source of the same structure
+ * into that destination. Made by {@link prepareCopyInto}.
+ */
+export class PreparedCopyInto<S = unknown, D = unknown> {
+  readonly #template: Template;
+  readonly #destination: D;
+  /** Leaf i's destination, held for as long as this lives. */
+  readonly #destinations: readonly DeviceTensor[];
+  /** The distinct blocks under the destinations: each copy holds a share until it is over. */
+  readonly #holders: readonly BlockHolder[];
+  readonly #target: number;
+  readonly #options: Required<CopyOptions>;
+  readonly #into: IntoSide;
+  readonly #words: Uint32Array;
+  #spare: Uint32Array | null;
+  readonly #sampleFlags: Uint8Array;
+  readonly #paths: readonly string[];
+  #prepared: number;
+  #disposed = false;
+
+  /** @internal Made by prepareCopyInto. */
+  constructor(
+    template: Template,
+    destination: D,
+    destinations: DeviceTensor[],
+    target: number,
+    options: Required<CopyOptions>,
+    into: IntoSide,
+    words: Uint32Array,
+    flags: Uint8Array,
+    prepared: number,
+  ) {
+    this.#template = template;
+    this.#destination = destination;
+    this.#destinations = destinations;
+    this.#holders = [...new Set(destinations.map((d) => holderOf(d)).filter((h): h is BlockHolder => h !== null))];
+    this.#target = target;
+    this.#options = options;
+    this.#into = into;
+    this.#words = words;
+    this.#spare = words.slice();
+    this.#sampleFlags = flags;
+    this.#paths = template.leaves.map((leaf) => leaf.path);
+    this.#prepared = prepared;
+    if (prepared !== 0) preparedRegistry.register(this, prepared, this);
+  }
+
+  /** The leaves each copy writes. */
+  get leafCount(): number {
+    return this.#template.leaves.length;
+  }
+
+  /**
+   * Starts copying `source`, which must have the sample's structure (see
+   * {@link prepareCopyInto}), into the destination, and returns at once;
+   * the handle gives the destination back once the copy is over. MtcError,
+   * before anything is copied, naming the first path where the source
+   * differs from the sample, or a destination that was disposed.
+   */
+  start(source: S): AsyncCopyHandle<D> {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopyInto.start: this prepared copy was disposed");
+    const lib = library();
+    const template = this.#template;
+    const count = template.leaves.length;
+    const words = this.#spare ?? this.#words.slice();
+    this.#spare = null;
+    const t = new Traversal(this.#target, { words });
+    const bulk = usesBulkAddresses(lib);
+    let record: PlanRecord | null = null;
+    try {
+      const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target);
+      readBatch(template, source, r, this.#sampleFlags);
+      if (count === 0) return newHandle<D>(null, this.#target, this.#destination);
+      // After the source's getters ran: none of them disposed a destination.
+      const destinations = this.#destinations;
+      for (let i = 0; i < count; i++) {
+        if (tensorDisposed(destinations[i]!)) {
+          throw new MtcError(Status.MTC_ERR_INVALID_STATE, "the destination DeviceTensor was disposed; the prepared copy cannot write it", { path: this.#paths[i] });
+        }
+      }
+      for (const holder of this.#holders) {
+        holder.acquire(); // the destination blocks live until the copy is over
+        t.shares.push(holder);
+      }
+      if (bulk) writeAddressesOf(lib, words, t.views, count);
+      t.count = count;
+      t.paths = this.#paths;
+      t.intoNodes = []; // the result is the destination, as it is
+      t.root[0] = this.#destination;
+      t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+      if (t.layouts.length === 0) t.layouts = null;
+      for (const leaf of template.leaves) if (leaf.device !== DEVICE_CPU && !t.sourceDevices.includes(leaf.device)) t.sourceDevices.push(leaf.device);
+      // The layout depends on which leaves lie in pinned memory: a batch whose differ gets a plan of its own.
+      record = this.#prepared !== 0 && r.flagsChanged === 0 && openScopes === 0
+        ? submitPrepared(lib, this.#prepared, t, words)
+        : submitOwnPlan(lib, this.#options, t, words, this.#into);
+    } catch (e) {
+      if (record === null) t.dropShares();
+      throw e;
+    } finally {
+      this.#spare = words;
+    }
+    return newHandle<D>(record, this.#target);
+  }
+
+  /** Releases the prepared layout and the destinations. Copies in flight go on; `start` then throws. Idempotent. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const prepared = this.#prepared;
+    this.#prepared = 0;
+    if (prepared !== 0) {
+      preparedRegistry.unregister(this);
+      library().symbols.mtc_prepared_release?.(prepared);
+    }
+  }
+
+  /** Same as dispose(), for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * Prepares copies of sources with the structure of `sample` into
+ * `destination`, whose tensor leaves are DeviceTensors on one device (the
+ * decode loop: the same buffers every step). The pair is checked as
+ * copyInto checks it (the same errors, with paths); "the same structure"
+ * is as for {@link prepareCopy}. Host destinations are not prepared: use
+ * copyInto. Options: those of copyInto, less `strict`.
+ *
+ * @example
+ * ```ts
+ * const buffers = await startCopy({ ids: new Int32Array(64), pos: new Int32Array(64) }, "cuda:0");
+ * using step = prepareCopyInto({ ids: new Int32Array(64), pos: new Int32Array(64) }, buffers);
+ * for (const s of steps) {
+ *   await step.start({ ids: s.ids, pos: s.pos }); // the same DeviceTensors each time
+ *   runGraph(buffers);
+ * }
+ * ```
+ */
+export function prepareCopyInto<S, D>(sample: S, destination: D, options?: CopyOptions): PreparedCopyInto<S, D> {
+  const resolved = resolveOptions(options);
+  if (resolved.strict) throw invalidArgument("prepareCopyInto: the option strict is not supported by prepared copies; use copyInto");
+  const lib = library();
+  requireSymbol("mtc_plan_add_leaves_into", "copyInto");
+  const d = takeDescriptors();
+  let w;
+  try {
+    w = walkInto(sample, destination, d, null); // the pair as copyInto sees it: its errors, with their paths, come first
+  } finally {
+    releaseDescriptors(d);
+  }
+  const walkPaths = Array.from({ length: w.t.count }, (_, i) => leafPath(w.t, i));
+  const target = w.target;
+  const pairs = w.t.leaves;
+  const destinations = pairs.filter((_, k) => k % 2 === 1) as DeviceTensor[];
+  const into: IntoSide = {
+    words: w.destinationWords.slice(0, Math.max(1, w.t.count) * 10),
+    blocks: w.t.sourceDevices.every((device) => device === target) ? null : w.destinationBlocks.slice(),
+  };
+  const destinationFlags = w.destinationViews.some((view) => view !== undefined);
+  w.t.dropShares();
+  releaseDestinationWords(w.destinationWords);
+  if (target === DEVICE_CPU || destinationFlags) {
+    throw invalidArgument("prepareCopyInto: the destinations must be DeviceTensors; for host destinations use copyInto");
+  }
+  const template = buildTemplate(sample, target, true);
+  const count = template.leaves.length;
+  // Leaf i's destination is the walk's leaf i: the same place in the batch (a getter could make them differ).
+  if (count !== destinations.length || template.leaves.some((leaf, i) => leaf.path !== walkPaths[i])) {
+    throw invalidArgument("prepareCopyInto: the sample read differently the second time (a getter in it?); it cannot be prepared");
+  }
+  const words = new Uint32Array(Math.max(1, count) * 10);
+  for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
+  const flags = new Uint8Array(count);
+  const t = new Traversal(target, { words });
+  const bulk = usesBulkAddresses(lib);
+  try {
+    readBatch(template, sample, newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target), null);
+    if (bulk) writeAddressesOf(lib, words, t.views, count);
+    for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
+    t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+    const prepared = count === 0 ? 0 : createPrepared(lib, target, resolved, t, words, count, into);
+    return new PreparedCopyInto<S, D>(template, destination, destinations, target, resolved, into, words, flags, prepared);
+  } finally {
+    t.dropShares();
+  }
+}

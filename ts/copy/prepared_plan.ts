@@ -1,0 +1,119 @@
+/**
+ * A prepared copy's C side: the sample's plan laid out once by the C library
+ * (mtc_prepared_create), and each batch's plan made from that layout and
+ * submitted in one call (mtc_prepared_submit). A libmtc without prepared
+ * copies, a batch whose pinned leaves differ from the sample's, or streams
+ * to bind: a plan of its own, as startCopy makes.
+ *
+ * @module
+ */
+
+import { MtcError, Status, statusName } from "../base/errors.ts";
+import { library, type MtcLibrary } from "../ffi/library.ts";
+import type { NativeSymbols } from "../ffi/symbols.ts";
+import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
+import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
+import { bindStreams, setLayouts } from "./submit.ts";
+import { openScopes } from "../gpu/stream.ts";
+import type { Traversal } from "./traversal.ts";
+
+const outWords = new Uint32Array(2);
+const optionsBytes = new Uint8Array(OPTIONS_SIZE);
+const optionsView = new DataView(optionsBytes.buffer);
+
+/** C's prepared layouts, released when their owner is collected without dispose(). */
+export const preparedRegistry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
+
+/** Deno reads host addresses in bulk after the walk; Bun reads each in it. */
+export function usesBulkAddresses(lib: MtcLibrary): boolean {
+  return lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
+}
+
+/** A copyInto's destinations, for its C plan. */
+export interface IntoSide {
+  readonly words: Uint32Array;
+  /** Between two GPUs: the block of each destination (0: none of libmtc's), for mtc_plan_set_destination_blocks. */
+  readonly blocks: readonly number[] | null;
+}
+
+/** Adds the descriptors (and a copyInto's destinations) to a plan being built. */
+function fill(sym: NativeSymbols, plan: number, t: Traversal, words: Uint32Array, count: number, into: IntoSide | null): number {
+  let status = into === null
+    ? sym.mtc_plan_add_leaves(plan, words, count)
+    : sym.mtc_plan_add_leaves_into!(plan, words, into.words, count);
+  if (status === Status.MTC_OK && into !== null && into.blocks !== null && sym.mtc_plan_set_destination_blocks !== undefined) {
+    const blocks = into.blocks;
+    const blockWords = new Uint32Array(blocks.length * 2);
+    for (let i = 0; i < blocks.length; i++) {
+      blockWords[2 * i] = blocks[i]! >>> 0;
+      blockWords[2 * i + 1] = (blocks[i]! / 4294967296) >>> 0;
+    }
+    status = sym.mtc_plan_set_destination_blocks(plan, 0, blockWords, blocks.length);
+  }
+  if (status === Status.MTC_OK && t.layouts !== null && t.layouts.length > 0) setLayouts(sym, plan, t);
+  return status;
+}
+
+/**
+ * The C library's prepared layout of the sample's descriptors `words`
+ * (addresses included: C checks them as it checks any plan's), or 0 for a
+ * libmtc without prepared copies.
+ */
+export function createPrepared(lib: MtcLibrary, target: number, options: Required<CopyOptions>, t: Traversal, words: Uint32Array, count: number, into: IntoSide | null): number {
+  const sym = lib.symbols;
+  if (sym.mtc_prepared_create === undefined || sym.mtc_prepared_submit === undefined) return 0;
+  encodeOptions(options, optionsView);
+  let status = sym.mtc_plan_create(target, optionsBytes, outWords);
+  if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
+  const plan = u64At(outWords, 0);
+  try {
+    status = fill(sym, plan, t, words, count, into);
+    if (status === Status.MTC_OK) status = sym.mtc_prepared_create(plan, outWords);
+    if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
+    return u64At(outWords, 0);
+  } finally {
+    sym.mtc_plan_release(plan); // the prepared layout keeps what it needs of it
+  }
+}
+
+/** One C call: a plan made from the prepared layout with this batch's descriptors, submitted. */
+export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, words: Uint32Array): PlanRecord {
+  const sym = lib.symbols;
+  const status = sym.mtc_prepared_submit!(prepared, words, null, t.count, outWords);
+  if (status !== Status.MTC_OK) {
+    t.dropShares();
+    const message = sym.mtc_last_error() || statusName(status);
+    const leaf = /^leaf (\d+): /.exec(message);
+    const path = leaf === null ? undefined : t.paths?.[Number(leaf[1])];
+    throw new MtcError(status, path === undefined ? message : message.slice(leaf![0].length), { path });
+  }
+  return newRecord(lib, u64At(outWords, 0), t);
+}
+
+/**
+ * A plan of its own for this batch, as startCopy or copyInto makes one:
+ * when a batch's pinned leaves differ from the sample's (the layout depends
+ * on them), when streams are to be bound, or without prepared copies in C.
+ */
+export function submitOwnPlan(lib: MtcLibrary, options: Required<CopyOptions>, t: Traversal, words: Uint32Array, into: IntoSide | null): PlanRecord {
+  const sym = lib.symbols;
+  encodeOptions(options, optionsView);
+  const created = sym.mtc_plan_create(t.target, optionsBytes, outWords);
+  if (created !== Status.MTC_OK) {
+    t.dropShares();
+    throw new MtcError(created, sym.mtc_last_error() || statusName(created));
+  }
+  const record = newRecord(lib, u64At(outWords, 0), t);
+  const plan = record.plan;
+  try {
+    let status = fill(sym, plan, t, words, t.count, into);
+    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+    if (openScopes !== 0) bindStreams(sym, plan, t.target, t.sourceDevices, null);
+    status = sym.mtc_plan_submit(plan);
+    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+  } catch (e) {
+    releaseRecord(record);
+    throw e;
+  }
+  return record;
+}
