@@ -36,6 +36,9 @@
  * S1p, S1a, S2p, S7p  S1, S2 and S7 from pinned memory (arenas, pinned tensors), read in
  *     place with no staging; S1a the arena as one copy; S4p copyInto from cuda:0 into arena
  *     destinations beside pageable ones (bench/pinned.ts)
+ * S1r, S1pr, I1r, I1ar, F1  prepared copies (prepareCopy, prepareCopyInto) of the example
+ *     batch, pageable and in an arena, beside the plain call; F1 the arena's fill
+ *     (Arena.consolidate) (bench/prepared.ts)
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -53,12 +56,13 @@ import { measureJsPart, printJsPart } from "./js_part.ts";
 import { makeVaryingBatch } from "./varying_batch.ts";
 import { decodeStep } from "./decode_step.ts";
 import { pinnedScenarios, printPinnedCounters } from "./pinned.ts";
+import { PREPARED_SCENARIOS, preparedScenarios } from "./prepared.ts";
 import { twoGpus } from "./two_gpus.ts";
 import { workerScenarios } from "./workers.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wg", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", "D1", "D2", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wg", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", ...PREPARED_SCENARIOS, "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--workers 1,2,4,8] [--json results.json] [--pools]
 
@@ -115,6 +119,7 @@ if (wanted("S7")) {
   results.push(await hostToDevice("S7", "mixed: 4 × ~2 MB, 4 × ~120 KB, 160 small, pageable → cuda:0", leaves, mixed, Math.max(20, Math.floor(runs / 4)), false));
 }
 results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, summarize, floorCopy, leavesOf: hostLeaves }));
+results.push(...preparedScenarios({ wanted, runs, measure, summarize, floorCopy, leavesOf: hostLeaves }));
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5") || wanted("S5w") || wanted("S5wg") || wanted("S5wa")) {
   const s5 = await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000);
