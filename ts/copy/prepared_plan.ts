@@ -24,9 +24,15 @@ const optionsView = new DataView(optionsBytes.buffer);
 /** C's prepared layouts, released when their owner is collected without dispose(). */
 export const preparedRegistry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
 
-/** Deno reads host addresses in bulk after the walk; Bun reads each in it. */
+/**
+ * Host addresses are read in bulk after the check, eight leaves a C call
+ * (mtc_leaves_set_addresses): cheaper than one read a leaf in both runtimes
+ * (Deno reads a pointer back slowly; Bun passes a typed array argument as
+ * its data pointer at once). The check has read each view's buffer, which
+ * in Bun keeps a small array's storage where it is.
+ */
 export function usesBulkAddresses(lib: MtcLibrary): boolean {
-  return lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
+  return lib.symbols.mtc_leaves_set_addresses !== undefined;
 }
 
 /** A copyInto's destinations, for its C plan. */
