@@ -151,7 +151,7 @@ export class Arena {
   takeUpTo(call: string, end: number): ArrayBuffer {
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the arena was disposed`);
     if (!Number.isSafeInteger(end) || end < this.#used || end > this.#capacity) {
-      throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `${call}: bytes up to ${end} do not fit the arena (${this.#used} of ${this.#capacity} bytes used)`);
+      throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `${call}: the arena's bytes up to ${end} cannot be taken (${this.#used} of ${this.#capacity} bytes used)`);
     }
     const buffer = this.#batchBuffer();
     this.#used = end;
