@@ -8,27 +8,49 @@
 
 import { Arena, ARENA_ALIGNMENT, setConsolidateHook } from "../tensor/arena.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDisposed } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isDType, isTypedArray, naturalDType, type TypedArray } from "../tensor/dtype.ts";
-import { constructedShape, releasedData, Tensor } from "../tensor/tensor.ts";
-import { elementCount } from "../tensor/shape.ts";
+import { type DType, DTYPE_SIZE, isDType, naturalDType, storageCopy, type TypedArray } from "../tensor/dtype.ts";
+import { constructedShape, constructedSize, releasedData, Tensor, trustedTensor } from "../tensor/tensor.ts";
+import { checkedShape, elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { isDetached, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import type { AsyncCopyHandle } from "./handle.ts";
 import type { CopyOptions } from "./options.ts";
-import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
+import { ARRAY, formatPath, MAP, OBJECT, type PathNode } from "./path.ts";
 import { startCopy } from "./start_copy.ts";
+import { setValue } from "./traversal.ts";
 
-/** A leaf to write into the arena: what it is, as read once, and where its copy goes. */
+/** A container of the mirror: where it sits in the batch (for paths), and the new container. */
+interface Container extends PathNode {
+  readonly parent: Container | null;
+  readonly output: unknown[] | Record<string, unknown> | Map<unknown, unknown>;
+}
+
+/** A leaf to write into the arena, as read once (its path is written only for an error). */
 interface Pending {
-  readonly bytes: Uint8Array;
-  /** bytes.byteLength when it was read (a getter later in the walk may detach the buffer). */
+  /** The caller's typed array (a Tensor's data). */
+  readonly source: TypedArray;
+  /** Its byte length when read (a getter later in the walk may detach or shrink it). */
   readonly size: number;
-  readonly path: string;
   readonly dtype: DType;
-  readonly shape: readonly number[] | null; // null: a bare typed array
-  readonly place: (value: unknown) => void;
+  /** The Tensor's frozen shape; null for a bare typed array. */
+  readonly shape: readonly number[] | null;
+  /** Where its copy goes: the container (null: the batch is this leaf) and the key there. */
+  readonly node: Container | null;
+  readonly key: unknown;
+}
+
+/** Containers nearer the root than this are checked for cycles by scanning the path; deeper ones through a Set. */
+const SCAN_DEPTH = 16;
+
+/** What one walk keeps: the leaves it listed, and the containers on the path being walked. */
+interface Walk {
+  readonly pending: Pending[];
+  /** The containers from the root to the one being walked (a cycle meets one of them again). */
+  readonly path: object[];
+  /** Those of them deeper than SCAN_DEPTH. */
+  readonly deep: Set<object>;
 }
 
 function leafError(node: PathNode | null, key: unknown, why: string): MtcError {
@@ -40,7 +62,8 @@ function leafError(node: PathNode | null, key: unknown, why: string): MtcError {
  * Why the typed array `data` cannot be read, or undefined: not a typed
  * array, memory of the library's released, a detached buffer, or a
  * fixed-length view its resizable buffer shrank past (these read as
- * empty, or throw a bare TypeError, instead of saying so).
+ * empty, or throw a bare TypeError, instead of saying so). Asked only of
+ * a view of no bytes: one with bytes is none of these.
  */
 function unreadable(data: unknown, whose: string): string | undefined {
   if (viewByteLength(data) < 0) return `${whose} data is not a typed array`;
@@ -62,99 +85,179 @@ function unreadable(data: unknown, whose: string): string | undefined {
   return undefined;
 }
 
-/** The bytes of a dense view, as the engine sees them. */
-function bytesOf(view: ArrayBufferView): Uint8Array {
-  return new Uint8Array(viewBuffer(view), viewByteOffset(view), viewByteLength(view));
+/** A Tensor leaf, each field read once: the shape its constructor froze, whatever the field says now. */
+function tensorLeaf(value: Tensor, node: Container | null, key: unknown, w: Walk): undefined {
+  const source = value.data, dtype = value.dtype;
+  let shape = constructedShape(value);
+  let elements: number;
+  if (shape !== undefined) elements = constructedSize(value);
+  else {
+    // Made without the constructor: its shape is checked (and frozen) here.
+    shape = checkedShape(value.shape);
+    elements = shape === undefined ? NaN : elementCount(shape);
+  }
+  if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
+  const size = viewByteLength(source);
+  if (size <= 0) {
+    const why = unreadable(source, "the Tensor's");
+    if (why !== undefined) throw leafError(node, key, why);
+  }
+  if (!isDType(dtype) || size !== elements * DTYPE_SIZE[dtype]) {
+    throw leafError(node, key, "the Tensor's data and dtype do not hold its shape (a field reassigned since it was made?)");
+  }
+  w.pending.push({ source, size, dtype, shape: shape!, node, key });
+  return undefined; // its place, until its copy is made
 }
 
-/** Mirrors `value` (containers new, leaves listed in `pending`); returns the mirror. */
-function mirror(value: unknown, node: PathNode | null, key: unknown, pending: Pending[], seen: Set<object>, place: (v: unknown) => void): unknown {
-  if (typeof value !== "object" || value === null) return value;
+/** A bare typed array leaf of its natural `dtype`. */
+function arrayLeaf(source: TypedArray, dtype: DType, node: Container | null, key: unknown, w: Walk): undefined {
+  const size = viewByteLength(source);
+  if (size <= 0) {
+    const why = unreadable(source, "its");
+    if (why !== undefined) throw leafError(node, key, why);
+  }
+  if (size % DTYPE_SIZE[dtype] !== 0) throw leafError(node, key, `its ${size} bytes are no whole number of ${dtype} elements (its constructor is another kind's?)`);
+  w.pending.push({ source, size, dtype, shape: null, node, key });
+  return undefined;
+}
+
+/**
+ * What goes at (node, key) for the object `value`: undefined for a leaf
+ * (listed in `w`), the mirror of a container, anything else as it is.
+ * The cheapest tests first: arrays and typed arrays by the engine's own
+ * checks, plain objects by their prototype.
+ */
+function visit(value: object, node: Container | null, key: unknown, w: Walk): unknown {
+  if (Array.isArray(value)) return mirrorArray(value, node, key, w);
+  if (ArrayBuffer.isView(value)) {
+    const dtype = naturalDType(value);
+    if (dtype !== undefined) return arrayLeaf(value as TypedArray, dtype, node, key, w);
+  }
+  if (value instanceof Tensor) return tensorLeaf(value, node, key, w);
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) return mirrorObject(value as Record<string, unknown>, node, key, w);
   if (value instanceof DeviceTensor) {
     // Kept as it is; one no copy could read is refused here, as startCopy would.
     if (!isDeviceTensor(value)) throw notADeviceTensor(formatPath(node, key), "Arena.consolidate: ");
     if (tensorDisposed(value)) throw leafError(node, key, "this DeviceTensor was disposed");
     return value;
   }
-  if (value instanceof Tensor) {
-    // Each field read once; the shape its constructor froze, whatever the field says now.
-    const data = value.data, dtype = value.dtype, shape = constructedShape(value) ?? value.shape;
-    if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
-    const why = unreadable(data, "the Tensor's");
-    if (why !== undefined) throw leafError(node, key, why);
-    const bytes = bytesOf(data);
-    if (!isDType(dtype) || bytes.byteLength !== elementCount(shape) * DTYPE_SIZE[dtype]) {
-      throw leafError(node, key, "the Tensor's data and dtype do not hold its shape (a field reassigned since it was made?)");
-    }
-    pending.push({ bytes, size: bytes.byteLength, path: formatPath(node, key), dtype, shape, place });
-    return undefined;
+  if (value instanceof Map) return mirrorMap(value, node, key, w);
+  const other = otherCopyMark(value);
+  if (other !== undefined) throw otherCopyError(other, formatPath(node, key), "Arena.consolidate: ");
+  return value; // a class instance: kept as it is, like any non-tensor leaf
+}
+
+/** Puts `value` on the walk's path; throws when it is on it already (the batch contains itself). */
+function enter(w: Walk, value: object, node: Container | null, key: unknown): void {
+  const path = w.path;
+  const scanned = Math.min(path.length, SCAN_DEPTH);
+  for (let i = 0; i < scanned; i++) {
+    if (path[i] === value) throw leafError(node, key, "the batch contains itself (a cycle)");
   }
-  if (isTypedArray(value)) {
-    const why = unreadable(value, "its");
-    if (why !== undefined) throw leafError(node, key, why);
-    const bytes = bytesOf(value);
-    pending.push({ bytes, size: bytes.byteLength, path: formatPath(node, key), dtype: naturalDType(value)!, shape: null, place });
-    return undefined;
+  if (path.length >= SCAN_DEPTH) {
+    if (w.deep.has(value)) throw leafError(node, key, "the batch contains itself (a cycle)");
+    w.deep.add(value);
   }
-  if (seen.has(value)) throw leafError(node, key, "the batch contains itself (a cycle)");
-  let kind: Kind;
-  let out: unknown[] | Record<string, unknown> | Map<unknown, unknown>;
-  if (Array.isArray(value)) kind = ARRAY;
-  else if (value instanceof Map) kind = MAP;
-  else if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) kind = OBJECT;
-  else {
-    const other = otherCopyMark(value);
-    if (other !== undefined) throw otherCopyError(other, formatPath(node, key), "Arena.consolidate: ");
-    return value; // a class instance: kept as it is, like any non-tensor leaf
+  path.push(value);
+}
+
+function leave(w: Walk, value: object): void {
+  const path = w.path;
+  path.pop();
+  if (path.length >= SCAN_DEPTH) w.deep.delete(value);
+}
+
+function mirrorArray(value: unknown[], node: Container | null, key: unknown, w: Walk): unknown[] {
+  enter(w, value, node, key);
+  const items = value.slice();
+  const n = items.length;
+  const out: unknown[] = new Array(n);
+  const here: Container = { parent: node, key, kind: ARRAY, output: out };
+  for (let i = 0; i < n; i++) {
+    if (!(i in items)) continue; // a hole stays one
+    const item = items[i];
+    out[i] = typeof item !== "object" || item === null ? item : visit(item, here, i, w);
   }
-  seen.add(value);
-  const here: PathNode = { parent: node, key, kind };
-  if (kind === ARRAY) {
-    const items = (value as unknown[]).slice();
-    const arr: unknown[] = new Array(items.length);
-    items.forEach((item, i) => (arr[i] = mirror(item, here, i, pending, seen, (v) => (arr[i] = v))));
-    out = arr;
-  } else if (kind === MAP) {
-    const map = new Map<unknown, unknown>();
-    for (const [k, item] of [...(value as Map<unknown, unknown>)]) map.set(k, mirror(item, here, k, pending, seen, (v) => map.set(k, v)));
-    out = map;
-  } else {
-    const obj: Record<string, unknown> = {};
-    for (const k of Object.keys(value)) {
-      const item = (value as Record<string, unknown>)[k];
-      const v = mirror(item, here, k, pending, seen, (x) => Object.defineProperty(obj, k, { value: x, writable: true, enumerable: true, configurable: true }));
-      Object.defineProperty(obj, k, { value: v, writable: true, enumerable: true, configurable: true });
-    }
-    out = obj;
-  }
-  seen.delete(value);
+  leave(w, value);
   return out;
 }
 
+function mirrorObject(value: Record<string, unknown>, node: Container | null, key: unknown, w: Walk): Record<string, unknown> {
+  enter(w, value, node, key);
+  const out: Record<string, unknown> = {};
+  const here: Container = { parent: node, key, kind: OBJECT, output: out };
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    const item = value[k];
+    const mirrored = typeof item !== "object" || item === null ? item : visit(item, here, k, w);
+    if (k === "__proto__") setValue(out, OBJECT, k, mirrored); // a key, not the prototype
+    else out[k] = mirrored;
+  }
+  leave(w, value);
+  return out;
+}
+
+function mirrorMap(value: Map<unknown, unknown>, node: Container | null, key: unknown, w: Walk): Map<unknown, unknown> {
+  enter(w, value, node, key);
+  const out = new Map<unknown, unknown>();
+  const here: Container = { parent: node, key, kind: MAP, output: out };
+  for (const [k, item] of [...value]) out.set(k, typeof item !== "object" || item === null ? item : visit(item, here, k, w));
+  leave(w, value);
+  return out;
+}
+
+/** `n` rounded up to a multiple of ARENA_ALIGNMENT (in integer steps: a division and Math.ceil cost more a leaf). */
+function aligned(n: number): number {
+  const rest = n % ARENA_ALIGNMENT;
+  return rest === 0 ? n : n + ARENA_ALIGNMENT - rest;
+}
+
+/**
+ * The walk lists the leaves and mirrors the containers; then, once every
+ * leaf is known to be readable and to fit, one memcpy a leaf into views of
+ * the arena's buffer, laid out as Arena#tensor would, each put in its place.
+ */
 function consolidate(arena: Arena, batch: unknown): unknown {
-  const pending: Pending[] = [];
-  const root: unknown[] = [undefined];
-  root[0] = mirror(batch, null, undefined, pending, new Set(), (v) => (root[0] = v));
-  // The walk ran the caller's getters: a buffer read early may have been detached since.
-  for (const leaf of pending) {
-    if (leaf.bytes.byteLength !== leaf.size) {
-      throw invalidArgument(`Arena.consolidate: batch${leaf.path}: its buffer was detached or shrunk while the batch was read`, leaf.path);
+  const w: Walk = { pending: [], path: [], deep: new Set() };
+  const root = typeof batch !== "object" || batch === null ? batch : visit(batch, null, undefined, w);
+  const pending = w.pending;
+  const count = pending.length;
+  if (count === 0) return root;
+  // The walk ran the caller's getters: a buffer read early may have been detached or
+  // shrunk since (a view of a resizable one that grew is copied as it was read).
+  const start = arena.used;
+  let end = start;
+  let grown = false;
+  for (let i = 0; i < count; i++) {
+    const leaf = pending[i]!;
+    const now = viewByteLength(leaf.source);
+    if (now !== leaf.size) {
+      if (now < leaf.size) {
+        const path = formatPath(leaf.node, leaf.key);
+        throw invalidArgument(`Arena.consolidate: batch${path}: its buffer was detached or shrunk while the batch was read`, path);
+      }
+      grown = true;
     }
+    end = aligned(end) + leaf.size;
   }
   // Nothing is taken unless every leaf fits; no code of the caller's runs from here on.
-  let end = arena.used;
-  for (const leaf of pending) end = Math.ceil(end / ARENA_ALIGNMENT) * ARENA_ALIGNMENT + leaf.bytes.byteLength;
   if (end > arena.capacity) {
-    throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `Arena.consolidate: the batch needs ${end - arena.used} bytes, the arena has ${arena.capacity - arena.used} of ${arena.capacity} left`);
+    throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `Arena.consolidate: the batch needs ${end - start} bytes, the arena has ${arena.capacity - start} of ${arena.capacity} left`);
   }
-  for (const leaf of pending) {
-    const made: Tensor | TypedArray = leaf.shape === null
-      ? arena.array(leaf.dtype, leaf.bytes.byteLength / DTYPE_SIZE[leaf.dtype])
-      : arena.tensor(leaf.dtype, leaf.shape);
-    bytesOf(made instanceof Tensor ? made.data : made).set(leaf.bytes);
-    leaf.place(made);
+  const buffer = arena.takeUpTo("Arena.consolidate", end);
+  let offset = start;
+  for (let i = 0; i < count; i++) {
+    const { source, size, dtype, shape, node, key } = pending[i]!;
+    offset = aligned(offset);
+    const copy = storageCopy(dtype, buffer, offset, source, size, !grown || viewByteLength(source) === size);
+    const made = shape === null ? copy : trustedTensor(copy, shape, dtype);
+    if (node === null) return made; // the batch is this one leaf
+    setValue(node.output, node.kind, key, made);
+    offset += size;
   }
-  return root[0];
+  return root;
 }
 
 setConsolidateHook(consolidate);

@@ -143,6 +143,21 @@ export class Arena {
     return { buffer: this.#batchBuffer(), offset };
   }
 
+  /**
+   * @internal Takes every byte from `used` up to `end`, for a caller that
+   * lays many tensors out in them itself (each at a multiple of
+   * ARENA_ALIGNMENT): the buffer they lie in.
+   */
+  takeUpTo(call: string, end: number): ArrayBuffer {
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the arena was disposed`);
+    if (!Number.isSafeInteger(end) || end < this.#used || end > this.#capacity) {
+      throw new MtcError(Status.MTC_ERR_OUT_OF_MEMORY, `${call}: the arena's bytes up to ${end} cannot be taken (${this.#used} of ${this.#capacity} bytes used)`);
+    }
+    const buffer = this.#batchBuffer();
+    this.#used = end;
+    return buffer;
+  }
+
   /** The buffer the current batch's views share, made at its first use (it holds a reference to the block). */
   #batchBuffer(): ArrayBuffer {
     return this.#epoch ??= pinnedBuffer(library(), this.#block, this.#address, this.#capacity, false);

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { viewKind } from "../base/views.ts";
+import { viewBuffer, viewByteOffset, viewKind } from "../base/views.ts";
 
 /**
  * The element types a tensor can have. "bool" is stored one byte per value
@@ -285,4 +285,56 @@ export function viewStorage(dtype: DType, buffer: ArrayBuffer, byteOffset: numbe
   const ctor = storageOf(dtype);
   if (byteOffset % ctor.BYTES_PER_ELEMENT !== 0) return null;
   return new ctor(buffer, byteOffset, elements * valuesPerElement(dtype));
+}
+
+/** The storage of float16 here: Float16Array where the runtime has it, else Uint16Array. */
+const FLOAT16_STORAGE: TypedArrayCtor = storageOf("float16");
+
+/**
+ * A typed array of the kind that stores `dtype` (as {@link viewStorage}
+ * makes it) over `bytes` bytes of `buffer` from `byteOffset` (a multiple of
+ * 16), holding a copy of the first `bytes` bytes of `source`: one memcpy.
+ * `whole`: `source` holds exactly `bytes` bytes. Each kind is named at its
+ * own call below, so that the engines make and fill arrays of one known
+ * kind there (a constructor chosen at run time costs twice as much a view).
+ */
+export function storageCopy(dtype: DType, buffer: ArrayBuffer, byteOffset: number, source: TypedArray, bytes: number, whole: boolean): TypedArray {
+  switch (dtype) {
+    case "float32":
+    case "complex64":
+      return filled(Float32Array, buffer, byteOffset, source, bytes, whole);
+    case "int64":
+      return filled(BigInt64Array, buffer, byteOffset, source, bytes, whole);
+    case "bool":
+    case "uint8":
+      return filled(Uint8Array, buffer, byteOffset, source, bytes, whole);
+    case "int32":
+      return filled(Int32Array, buffer, byteOffset, source, bytes, whole);
+    case "float64":
+    case "complex128":
+      return filled(Float64Array, buffer, byteOffset, source, bytes, whole);
+    case "int8":
+      return filled(Int8Array, buffer, byteOffset, source, bytes, whole);
+    case "int16":
+      return filled(Int16Array, buffer, byteOffset, source, bytes, whole);
+    case "uint16":
+    case "bfloat16":
+      return filled(Uint16Array, buffer, byteOffset, source, bytes, whole);
+    case "uint32":
+      return filled(Uint32Array, buffer, byteOffset, source, bytes, whole);
+    case "uint64":
+      return filled(BigUint64Array, buffer, byteOffset, source, bytes, whole);
+    case "float16":
+      return filled(FLOAT16_STORAGE, buffer, byteOffset, source, bytes, whole);
+  }
+  throw new TypeError(`no storage for ${dtype}`);
+}
+
+function filled(Kind: TypedArrayCtor, buffer: ArrayBuffer, byteOffset: number, source: TypedArray, bytes: number, whole: boolean): TypedArray {
+  const copy = new Kind(buffer, byteOffset, bytes / Kind.BYTES_PER_ELEMENT);
+  // An array of the copy's kind (as its prototype says) is copied as it is; any other
+  // (a Uint8ClampedArray under a bool Tensor) byte for byte: set() would convert its values.
+  if (whole && source instanceof Kind) (copy as Uint8Array).set(source as Uint8Array);
+  else new Uint8Array(buffer, byteOffset, bytes).set(new Uint8Array(viewBuffer(source), viewByteOffset(source), bytes));
+  return copy;
 }
