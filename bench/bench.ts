@@ -36,9 +36,9 @@
  * S1p, S1a, S2p, S7p  S1, S2 and S7 from pinned memory (arenas, pinned tensors), read in
  *     place with no staging; S1a the arena as one copy; S4p copyInto from cuda:0 into arena
  *     destinations beside pageable ones (bench/pinned.ts)
- * S1r, S1pr, I1r, I1ar, F1  prepared copies (prepareCopy, prepareCopyInto) of the example
- *     batch, pageable and in an arena, beside the plain call; F1 the arena's fill
- *     (Arena.consolidate) (bench/prepared.ts)
+ * S1r, S1pr, I1r, I1ar  prepared copies (prepareCopy, prepareCopyInto) of the example
+ *     batch, pageable and in an arena, beside the plain call (bench/prepared.ts)
+ * S1c  Arena.consolidate of the example batch, the fill of an arena batch (bench/consolidate.ts)
  * P1  pools after 10,000 S1 copies with outputs disposed: steady state and peaks
  *     (only with --pools, or --only P1: it takes a few seconds)
  *
@@ -57,12 +57,13 @@ import { makeVaryingBatch } from "./varying_batch.ts";
 import { decodeStep } from "./decode_step.ts";
 import { pinnedScenarios, printPinnedCounters } from "./pinned.ts";
 import { PREPARED_SCENARIOS, preparedScenarios } from "./prepared.ts";
+import { consolidateScenario } from "./consolidate.ts";
 import { twoGpus } from "./two_gpus.ts";
 import { workerScenarios } from "./workers.ts";
 
 type HostView = ArrayBufferView & { length: number };
 
-const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wg", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", ...PREPARED_SCENARIOS, "D1", "D2", "J1", "P1"];
+const SCENARIOS = ["S1", "S2", "S3", "S4", "S5", "S5w", "S5wg", "S5wa", "S6", "S7", "S8", "S1p", "S1a", "S2p", "S7p", "S4p", ...PREPARED_SCENARIOS, "S1c", "D1", "D2", "J1", "P1"];
 const cli = new CommandLine(
   `usage: bun bench/bench.ts [--runs N] [--only S1,S3] [--workers 1,2,4,8] [--json results.json] [--pools]
 
@@ -120,6 +121,7 @@ if (wanted("S7")) {
 }
 results.push(...await pinnedScenarios({ wanted, runs, hostToDevice, measure, summarize, floorCopy, leavesOf: hostLeaves }));
 results.push(...preparedScenarios({ wanted, runs, measure, summarize, floorCopy, leavesOf: hostLeaves }));
+if (wanted("S1c")) results.push(consolidateScenario(runs));
 if (wanted("S4")) results.push(deviceToHost("S4", "example batch cuda:0 → cpu", runs));
 if (wanted("S5") || wanted("S5w") || wanted("S5wg") || wanted("S5wa")) {
   const s5 = await prefetchThroughput("S5", "1,000 example batches through prefetch (depth 2) → cuda:0", 1000);

@@ -10,7 +10,6 @@
  * S1pr  the same from an arena batch (the leaves in pinned memory); naive column: startCopy of it
  * I1r   prepared copyInto of the example batch (pageable) into fixed DeviceTensors; naive column: copyInto
  * I1ar  the same from an arena batch; naive column: copyInto of it
- * F1    Arena.consolidate of the example batch (the fill of S1pr); no naive column
  *
  * S1r's extra series: disposeResult of a result (the documented per-block
  * dispose) beside disposeAll of a plain result.
@@ -30,7 +29,7 @@ export interface PreparedBench {
   leavesOf(batch: unknown): HostView[];
 }
 
-export const PREPARED_SCENARIOS = ["S1r", "S1pr", "I1r", "I1ar", "F1"];
+export const PREPARED_SCENARIOS = ["S1r", "S1pr", "I1r", "I1ar"];
 
 /** Reads every leaf of a result once, as a user would: its shape and its address. */
 function touch(result: unknown): number {
@@ -105,14 +104,6 @@ export function preparedScenarios(b: PreparedBench): ScenarioResult[] {
   if (b.wanted("S1pr")) results.push(startRows(b, "S1pr", "prepared startCopy, example batch in an arena → cuda:0; naive column: startCopy", inArena, false));
   if (b.wanted("I1r")) results.push(intoRows(b, "I1r", "prepared copyInto, example batch into fixed DeviceTensors; naive column: copyInto", batch));
   if (b.wanted("I1ar")) results.push(intoRows(b, "I1ar", "prepared copyInto, the arena batch into fixed DeviceTensors; naive column: copyInto", inArena));
-  if (b.wanted("F1")) {
-    const fill = b.measure(b.runs, () => {
-      if (!arena.tryReset()) throw new Error("F1: the arena is busy between fills");
-      arena.consolidate(batch);
-      return () => {};
-    });
-    results.push(row(b, "F1", "Arena.consolidate of the example batch (pageable → arena); naive column: the same", batch, fill, fill));
-  }
   arena.dispose();
   return results;
 }
