@@ -3,8 +3,8 @@
 // sample is refused with its path before anything is copied; user code in
 // the batch cannot free what a prepared copy holds; a result is disposed per
 // block. Emulated driver, two devices.
-import { Arena, DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
-import { skipWithoutDriver } from "./fake_driver.ts";
+import { Arena, DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, prepareCopyInto, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { assertPoolsBack, checkBatch, patterned, poolMark } from "./fixtures/checks.ts";
 import { randomLeaf } from "./random_tensors.ts";
@@ -217,4 +217,58 @@ test("prepareCopy checks the sample as startCopy does, and refuses strict and co
   assertSame(e.path, ".t");
   const samples: TypedArray[] = [];
   assertSame(prepareCopy(samples, "cuda:0").leafCount, 0);
+}, { skip });
+
+test("an arena batch's copy keeps the arena busy until it is over", async () => {
+  using arena = Arena.create(1 << 16);
+  const fill = (seed: number) => {
+    const a = arena.tensor("int32", [16]);
+    a.data.set(patterned(Int32Array, 16, seed));
+    return { a };
+  };
+  using prepared = prepareCopy(fill(1), "cuda:0");
+  await arena.reset();
+  const batch = fill(2);
+  const expected = patterned(Int32Array, 16, 2);
+  await withCopyDelay(150_000, async () => {
+    const handle = prepared.start(batch);
+    assert(arena.busy, "busy while the copy reads the arena");
+    assertSame(arena.tryReset(), false, "tryReset refuses while busy");
+    const got = await handle;
+    checkBatch(await onHost(got), { a: expected }, null, "the arena's bytes at start");
+    prepared.disposeResult(got);
+  });
+  assert(arena.tryReset(), "idle once the copy is over");
+}, { skip });
+
+test("a leaf in a resizable buffer is read from a snapshot: shrinking it after start changes nothing", async () => {
+  const make = (seed: number) => {
+    const buffer = new ArrayBuffer(4096, { maxByteLength: 4096 });
+    const view = new Float32Array(buffer);
+    view.set(patterned(Float32Array, 1024, seed));
+    return { view };
+  };
+  using prepared = prepareCopy(make(1), "cuda:0");
+  const batch = make(2);
+  const expected = patterned(Float32Array, 1024, 2);
+  await withCopyDelay(50_000, async () => {
+    const handle = prepared.start(batch);
+    (batch.view.buffer as ArrayBuffer & { resize(n: number): void }).resize(0);
+    const got = await handle;
+    checkBatch(await onHost(got), { view: expected }, null, "the bytes at start");
+    prepared.disposeResult(got);
+  });
+}, { skip });
+
+test("prepareCopyInto: destinations disposed while a copy is in flight stay allocated until it is over", async () => {
+  const buffers = await startCopy({ x: patterned(Float32Array, 256, 0) }, "cuda:0");
+  using prepared = prepareCopyInto({ x: patterned(Float32Array, 256, 1) }, buffers);
+  await withCopyDelay(150_000, async () => {
+    const blocks = poolMark().blocksLive;
+    const handle = prepared.start({ x: patterned(Float32Array, 256, 2) });
+    buffers.x.dispose();
+    assertSame(poolMark().blocksLive, blocks, "the copy holds the destination's block");
+    await handle;
+    handle.dispose();
+  });
 }, { skip });
