@@ -84,6 +84,10 @@ if [ "$with_bench" = bench ]; then
     echo "=== the C library alone (plan_bench)"
     .carry/lib/plan_bench 1000 2>&1 | tee "$logs/plan_bench.log" || status=1
   fi
+  if [ -x .carry/lib/graph_bench ]; then
+    echo "=== CUDA graph replay against direct enqueue (graph_bench)"
+    .carry/lib/graph_bench 2000 2>&1 | tee "$logs/graph_bench.log" || status=1
+  fi
 fi
 echo "gpu-host.sh $runtime: $([ $status -eq 0 ] && echo ok || echo FAILED)"
 exit $status

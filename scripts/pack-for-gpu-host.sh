@@ -21,6 +21,9 @@ cp .carry/build/bin/copy_batch .carry/lib/
 # The C library alone, phase by phase (bench/c/plan_bench.c), next to libmtc.so.
 .tools/zig cc -target x86_64-linux-gnu.2.28 -O2 -std=c11 -Wall -Wextra -Werror -Ilib/include bench/c/plan_bench.c \
   -L.carry/lib -lmtc -ldl -Wl,-rpath,'$ORIGIN' -o .carry/lib/plan_bench
+# CUDA graph replay against direct enqueue (bench/c/graph_bench.c): the driver alone.
+.tools/zig cc -target x86_64-linux-gnu.2.28 -O2 -std=c11 -Wall -Wextra -Werror bench/c/graph_bench.c \
+  -ldl -o .carry/lib/graph_bench
 [ -f .carry/bun.xz ] || xz -T0 -6 -c node_modules/bun/bin/bun.exe > .carry/bun.xz
 [ -f .carry/deno.xz ] || xz -T0 -6 -c node_modules/@deno/linux-x64-glibc/deno > .carry/deno.xz
 ls -la .carry .carry/lib

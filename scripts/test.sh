@@ -66,6 +66,14 @@ c_bench() { # bench/c/plan_bench builds and runs every scenario (D1, D2 on two d
     env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 zig-out/bin/plan_bench 3
 }
 
+c_graph_bench() { # bench/c/graph_bench builds and runs its direct cases; the emulated driver has no graph calls, which it names
+  local out
+  mkdir -p zig-out/bin &&
+    "$ZIG" cc -O2 -std=c11 -Wall -Wextra -Werror bench/c/graph_bench.c -ldl -o zig-out/bin/graph_bench &&
+    out=$(env MTC_CUDA_DRIVER="$FAKE" zig-out/bin/graph_bench 3) && echo "$out" &&
+    grep -q '^graph cases not run: .* has no cuStreamBeginCapture_v2$' <<<"$out"
+}
+
 python_example() { # python_example ENV...: examples/python/copy_batch.py with NumPy in .tools/python, under `env ENV...`
   bash scripts/setup-numpy.sh && env "$@" PYTHONPATH="$PWD/.tools/python" python3 examples/python/copy_batch.py
 }
@@ -125,6 +133,7 @@ suite "GPU suite under Deno, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_C
 suite "benchmark smoke run under Bun (emulated driver: checks that it runs; its figures time host memcpy, not a GPU)" \
   env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" bench/bench.ts --runs 3
 suite "C benchmark smoke run (bench/c/plan_bench.c, emulated driver, two devices)" c_bench
+suite "C graph benchmark smoke run (bench/c/graph_bench.c, emulated driver: the direct cases)" c_graph_bench
 suite "npm package: pack, offline install, Bun and Deno (tests/package/install_test.sh)" bash tests/package/install_test.sh
 suite "JSR package: deno publish --dry-run (tests/package/jsr_test.sh)" bash tests/package/jsr_test.sh
 suite "docs: deno doc --lint and --html, the README's first example (tests/package/docs_test.sh)" bash tests/package/docs_test.sh
