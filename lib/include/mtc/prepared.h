@@ -48,16 +48,15 @@ MTC_API mtc_status mtc_prepared_create(mtc_plan *plan, mtc_prepared **out);
  * leaves: count leaves, count being the prepared copy's leaf count; each
  * must equal the prepared copy's leaf of its index in every field but
  * `address` (the message names the leaf and the field that differs).
- * destinations: NULL for
- * the prepared copy's own destinations (a copy into existing memory with
- * fixed destinations, or a copy with none), else count destinations, each
- * equal to the prepared copy's in every field but `address`; a prepared
- * copy of a plan without destinations takes none. The addresses are
- * checked as mtc_plan_add_leaves and mtc_plan_add_leaves_into check them
- * (0 with bytes, past the end of the address space, a strided layout's
- * reach included), and destinations whose address differs from the
- * prepared copy's, or whose sources' does, for overlaps as at submit.
- * Leaf layouts come from the prepared copy.
+ * destinations: NULL for the prepared copy's own destinations (a copy into
+ * existing memory with fixed destinations, or a copy with none), else
+ * count destinations, each equal to the prepared copy's in every field but
+ * `address`; a prepared copy of a plan without destinations takes none.
+ * The addresses are checked as mtc_plan_add_leaves and
+ * mtc_plan_add_leaves_into check them (0 with bytes, past the end of the
+ * address space, a strided layout's reach included) and, when any of them
+ * differs from the prepared copy's, the destinations for overlaps as at
+ * submit. Leaf layouts come from the prepared copy.
  *
  * The plan reuses the prepared copy's layout (a copy of it: a plan never
  * reads the prepared copy after this call returns). Where a leaf or
