@@ -78,6 +78,8 @@
  *                        import as a leaf
  *   mtc/into.h           mtc_plan_add_leaves_into, copies into memory that
  *                        already exists, and the destinations' blocks
+ *   mtc/prepared.h       prepared copies: a batch's structure laid out once,
+ *                        each batch of it submitted by one call
  *   mtc/kernels.h        device blocks of their own, the caller's modules and
  *                        kernel launches
  *   mtc/pinned.h         pinned host memory the caller holds (pinned tensors,
@@ -117,6 +119,7 @@ extern "C" {
 #include "mtc/test_kernels.h"
 #include "mtc/dlpack.h"
 #include "mtc/into.h"
+#include "mtc/prepared.h"
 #include "mtc/kernels.h"
 #include "mtc/pinned.h"
 #include "mtc/owner.h"

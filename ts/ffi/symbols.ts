@@ -26,6 +26,7 @@
 
 import { kernelSymbols } from "./kernel_symbols.ts";
 import { ownerSymbols } from "./owner_symbols.ts";
+import { preparedSymbols } from "./prepared_symbols.ts";
 import type { ArgKind, SymbolSpec } from "./spec.ts";
 
 export type { ArgKind, ResultKind, SymbolSpec } from "./spec.ts";
@@ -356,6 +357,8 @@ export const symbols = {
   ...kernelSymbols,
   // owners, refs and parcels (owner_symbols.ts)
   ...ownerSymbols,
+  // prepared copies (prepared_symbols.ts)
+  ...preparedSymbols,
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */

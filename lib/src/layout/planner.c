@@ -239,3 +239,42 @@ void mtc_layout_free(mtc_layout *layout) {
   free(layout->chunks);
   memset(layout, 0, sizeof *layout);
 }
+
+void mtc_layout_count(const mtc_layout *layout, const mtc_leaf *leaves,
+                      mtc_layout_counts *out) {
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < layout->leaf_count; i++) {
+    const mtc_placement *place = &layout->placements[i];
+    switch (place->kind) {
+      case MTC_PLACE_REUSED:
+        out->reused++;
+        break;
+      case MTC_PLACE_PACKED:
+        out->packed++;
+        out->direct += layout->chunks[place->chunk].direct_address != 0;
+        out->bytes += leaves[i].bytes;
+        break;
+      case MTC_PLACE_OWN:
+        out->bytes += leaves[i].bytes;
+        break;
+      case MTC_PLACE_ZERO:
+        break;
+    }
+  }
+}
+
+mtc_status mtc_layout_copy(const mtc_layout *from, mtc_layout *out) {
+  *out = *from;
+  size_t placements = (from->leaf_count ? from->leaf_count : 1) * sizeof *from->placements;
+  out->placements = malloc(placements);
+  out->chunks = from->chunk_count ? malloc(from->chunk_count * sizeof *from->chunks) : NULL;
+  if (out->placements == NULL || (from->chunk_count > 0 && out->chunks == NULL)) {
+    mtc_layout_free(out);
+    return MTC_ERR_OUT_OF_MEMORY;
+  }
+  memcpy(out->placements, from->placements, from->leaf_count * sizeof *from->placements);
+  if (from->chunk_count > 0) {
+    memcpy(out->chunks, from->chunks, from->chunk_count * sizeof *from->chunks);
+  }
+  return MTC_OK;
+}

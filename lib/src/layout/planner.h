@@ -93,4 +93,18 @@ mtc_status mtc_planner_layout_into(const mtc_leaf *leaves, size_t count,
 
 void mtc_layout_free(mtc_layout *layout);
 
+/* What a layout says about a copy of `leaves` (the ones laid out): how many
+ * leaves are reused, packed, and packed into direct chunks, and the bytes
+ * copied (packed and own leaves). */
+typedef struct mtc_layout_counts {
+  uint64_t reused, packed, direct, bytes;
+} mtc_layout_counts;
+
+void mtc_layout_count(const mtc_layout *layout, const mtc_leaf *leaves,
+                      mtc_layout_counts *out);
+
+/* A copy of `from` into *out (its own arrays). MTC_OK or
+ * MTC_ERR_OUT_OF_MEMORY (*out then empty). */
+mtc_status mtc_layout_copy(const mtc_layout *from, mtc_layout *out);
+
 #endif

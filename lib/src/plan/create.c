@@ -52,6 +52,14 @@ MTC_API mtc_status mtc_plan_create(int32_t target_device,
   return MTC_OK;
 }
 
+/* A plan made from a prepared copy came laid out: its leaves are its
+ * template's. */
+static mtc_status fixed_leaves(void) {
+  return mtc_error_set(MTC_ERR_INVALID_STATE,
+                       "the plan was made from a prepared copy: its leaves "
+                       "and their layouts are the prepared copy's");
+}
+
 /* Appends count leaves and, for a plan of copies into existing memory,
  * their destinations (NULL otherwise); all or none of the call's leaves. */
 static mtc_status add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
@@ -71,6 +79,7 @@ static mtc_status add_leaves(mtc_plan *plan, const mtc_leaf *leaves,
                                    "leaves can only be added before submit"),
                      -1);
   }
+  if (plan->prepared.laid_out) return mtc_plan_fail(plan, fixed_leaves(), -1);
   int into = destinations != NULL ? 1 : -1;
   if (plan->into != 0 && plan->into != into) {
     return mtc_plan_fail(plan,
@@ -256,6 +265,7 @@ MTC_API mtc_status mtc_plan_set_leaf_layout(mtc_plan *plan, uint64_t index,
                                    "submit"),
                      -1);
   }
+  if (plan->prepared.laid_out) return mtc_plan_fail(plan, fixed_leaves(), -1);
   if (index >= plan->leaf_count) {
     return mtc_plan_fail(plan,
                      mtc_error_set(MTC_ERR_INVALID_ARGUMENT,

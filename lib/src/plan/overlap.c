@@ -27,10 +27,7 @@ static int compare_spans(const void *a, const void *b) {
   return 0;
 }
 
-/* The bytes leaf i's source spans from its address: strided rows apart, or
- * an N-d layout's reach (more than its bytes when sliced or transposed,
- * fewer when broadcast). */
-static uint64_t source_extent(const mtc_plan *plan, uint64_t i) {
+uint64_t mtc_plan_source_extent(const mtc_plan *plan, uint64_t i) {
   const mtc_leaf *leaf = &plan->leaves[i];
   const mtc_strided *strided = mtc_plan_leaf_strided(plan, i);
   if (strided != NULL) {
@@ -45,28 +42,22 @@ static uint64_t source_extent(const mtc_plan *plan, uint64_t i) {
   return leaf->row_pitch * (leaf->row_count - 1) + row_bytes;
 }
 
-static mtc_status out_of_memory(mtc_plan *plan) {
-  return mtc_plan_fail_submit(
-      plan, mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory"), -1);
-}
-
 /* Destinations sorted by start: two overlap when one starts before the
  * furthest end of those before it. */
-static mtc_status check_destinations_apart(mtc_plan *plan, const span *dst,
-                                           uint64_t n) {
+static mtc_status check_destinations_apart(const span *dst, uint64_t n,
+                                           int64_t *leaf) {
   uint64_t reach = 0, reacher = 0; /* furthest end so far, and whose */
   for (uint64_t k = 0; k < n; k++) {
     if (k > 0 && dst[k].begin < reach) {
       uint64_t i = dst[k].leaf;
       uint64_t later = i > reacher ? i : reacher;
       uint64_t earlier = i > reacher ? reacher : i;
-      return mtc_plan_fail_submit(
-          plan,
-          mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                        "leaf %llu: its destination overlaps the destination "
-                        "of leaf %llu",
-                        (unsigned long long)later, (unsigned long long)earlier),
-          (int64_t)later);
+      *leaf = (int64_t)later;
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: its destination overlaps the "
+                           "destination of leaf %llu",
+                           (unsigned long long)later,
+                           (unsigned long long)earlier);
     }
     if (k == 0 || dst[k].end > reach) {
       reach = dst[k].end;
@@ -79,8 +70,9 @@ static mtc_status check_destinations_apart(mtc_plan *plan, const span *dst,
 /* Destinations sorted and apart (so their ends rise too), sources sorted by
  * start: a destination meets a source when, of the sources that start
  * before its end, the one reaching furthest reaches past its start. */
-static mtc_status check_sources_apart(mtc_plan *plan, const span *dst,
-                                      uint64_t n, const span *src, uint64_t m) {
+static mtc_status check_sources_apart(const span *dst, uint64_t n,
+                                      const span *src, uint64_t m,
+                                      int64_t *leaf) {
   uint64_t k = 0, reach = 0, reacher = 0;
   for (uint64_t d = 0; d < n; d++) {
     for (; k < m && src[k].begin < dst[d].end; k++) {
@@ -91,19 +83,18 @@ static mtc_status check_sources_apart(mtc_plan *plan, const span *dst,
     }
     if (reach <= dst[d].begin) continue;
     uint64_t i = dst[d].leaf;
-    return mtc_plan_fail_submit(
-        plan,
-        mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                      "leaf %llu: its destination overlaps the source of leaf "
-                      "%llu (copyInto reads every source before it may write "
-                      "any destination: use separate memory)",
-                      (unsigned long long)i, (unsigned long long)reacher),
-        (int64_t)i);
+    *leaf = (int64_t)i;
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "leaf %llu: its destination overlaps the source of "
+                         "leaf %llu (copyInto reads every source before it "
+                         "may write any destination: use separate memory)",
+                         (unsigned long long)i, (unsigned long long)reacher);
   }
   return MTC_OK;
 }
 
-mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
+mtc_status mtc_plan_find_overlap(const mtc_plan *plan, int64_t *bad) {
+  *bad = -1;
   const mtc_leaf *dst = plan->destinations;
   if (dst == NULL) return MTC_OK;
   /* Destinations laid out in leaf order (the results of one copy, the
@@ -117,42 +108,50 @@ mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
       end = dst[i].address + dst[i].bytes;
       n++;
     }
-    const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes == 0 || leaf->device != plan->target) continue;
+    const mtc_leaf *source = &plan->leaves[i];
+    if (source->bytes == 0 || source->device != plan->target) continue;
     m++;
     /* Its own source first: the plainest message. */
-    uint64_t begin = leaf->address, reach = begin + source_extent(plan, i);
+    uint64_t begin = source->address;
+    uint64_t reach = begin + mtc_plan_source_extent(plan, i);
     if (dst[i].address < reach && begin < dst[i].address + dst[i].bytes) {
-      return mtc_plan_fail_submit(
-          plan,
-          mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                        "leaf %llu: its destination overlaps the leaf itself",
-                        (unsigned long long)i),
-          (int64_t)i);
+      *bad = (int64_t)i;
+      return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                           "leaf %llu: its destination overlaps the leaf "
+                           "itself",
+                           (unsigned long long)i);
     }
   }
   if (ordered && m == 0) return MTC_OK;
 
   span *spans = malloc((size_t)(n + m ? n + m : 1) * sizeof *spans);
-  if (spans == NULL) return out_of_memory(plan);
+  if (spans == NULL) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
   span *dst_spans = spans, *src_spans = spans + n;
   uint64_t a = 0, b = 0;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     if (dst[i].bytes > 0) {
       dst_spans[a++] = (span){dst[i].address, dst[i].address + dst[i].bytes, i};
     }
-    const mtc_leaf *leaf = &plan->leaves[i];
-    if (leaf->bytes > 0 && leaf->device == plan->target) {
-      src_spans[b++] =
-          (span){leaf->address, leaf->address + source_extent(plan, i), i};
+    const mtc_leaf *source = &plan->leaves[i];
+    if (source->bytes > 0 && source->device == plan->target) {
+      src_spans[b++] = (span){source->address,
+                              source->address + mtc_plan_source_extent(plan, i), i};
     }
   }
   if (!ordered) qsort(dst_spans, (size_t)n, sizeof *spans, compare_spans);
-  mtc_status status = check_destinations_apart(plan, dst_spans, n);
+  mtc_status status = check_destinations_apart(dst_spans, n, bad);
   if (status == MTC_OK && m > 0) {
     qsort(src_spans, (size_t)m, sizeof *spans, compare_spans);
-    status = check_sources_apart(plan, dst_spans, n, src_spans, m);
+    status = check_sources_apart(dst_spans, n, src_spans, m, bad);
   }
   free(spans);
   return status;
+}
+
+mtc_status mtc_plan_check_destinations(mtc_plan *plan) {
+  int64_t leaf;
+  mtc_status status = mtc_plan_find_overlap(plan, &leaf);
+  return status == MTC_OK ? MTC_OK : mtc_plan_fail_submit(plan, status, leaf);
 }

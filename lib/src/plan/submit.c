@@ -8,6 +8,7 @@
 #include "cuda/driver.h"
 #include "cuda/kernels.h"
 #include "plan/phase.h"
+#include "plan/submit.h"
 #include "plan/validate.h"
 #include "run/in_flight.h"
 #include "run/transfer.h"
@@ -117,28 +118,49 @@ static mtc_status find_pinned(mtc_plan *plan, mtc_region **regions) {
   return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
 }
 
+uint64_t mtc_plan_chunk_limit(const mtc_options *options, size_t staging_max_bytes) {
+  uint64_t limit = options->max_packed_chunk_bytes;
+  return limit > staging_max_bytes ? staging_max_bytes : limit;
+}
+
+mtc_status mtc_plan_lay_out(const mtc_plan *plan, uint64_t chunk_limit,
+                            const mtc_region *regions, mtc_layout *out) {
+  mtc_options layout_options = plan->options;
+  layout_options.max_packed_chunk_bytes = chunk_limit;
+  mtc_status status =
+      plan->destinations != NULL
+          ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
+                                    &layout_options, out)
+          : mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
+                               plan->target, &layout_options, regions, out);
+  if (status != MTC_OK) {
+    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  }
+  return MTC_OK;
+}
+
 /* Lays the plan out and reserves room for everything the transfer records,
  * so that recording never fails half-way. Every pinned staging buffer the
  * copy takes fits a quarter of the pinned pool's limit: packed chunks are
- * cut to that size here, pieces and gather tables in run/. */
+ * cut to that size here, pieces and gather tables in run/. A plan made from
+ * a prepared copy keeps the layout it came with where that is still the
+ * one this would make: no leaf found to read in place, the same cut. */
 static mtc_status prepare(mtc_plan *plan) {
   plan->staging_max_bytes = mtc_pinned_staging_max_bytes();
-  mtc_options layout_options = plan->options;
-  if (layout_options.max_packed_chunk_bytes > plan->staging_max_bytes) {
-    layout_options.max_packed_chunk_bytes = plan->staging_max_bytes;
-  }
+  uint64_t chunk_limit = mtc_plan_chunk_limit(&plan->options, plan->staging_max_bytes);
   mtc_region *regions = NULL;
-  mtc_status status = find_pinned(plan, &regions);
+  mtc_status status =
+      plan->prepared.unpinned ? MTC_OK : find_pinned(plan, &regions);
   if (status != MTC_OK) return status;
-  status = plan->destinations != NULL
-               ? mtc_planner_layout_into(plan->leaves, (size_t)plan->leaf_count,
-                                         &layout_options, &plan->layout)
-               : mtc_planner_layout(plan->leaves, (size_t)plan->leaf_count,
-                                    plan->target, &layout_options, regions,
-                                    &plan->layout);
-  free(regions);
-  if (status != MTC_OK) {
-    return mtc_error_set(MTC_ERR_OUT_OF_MEMORY, "out of host memory");
+  mtc_layout_counts counts = plan->prepared.counts;
+  if (!plan->prepared.laid_out || regions != NULL ||
+      plan->prepared.chunk_limit != chunk_limit) {
+    mtc_layout_free(&plan->layout);
+    plan->prepared.laid_out = 0;
+    status = mtc_plan_lay_out(plan, chunk_limit, regions, &plan->layout);
+    free(regions);
+    if (status != MTC_OK) return status;
+    mtc_layout_count(&plan->layout, plan->leaves, &counts);
   }
   size_t outputs = plan->layout.chunk_count + plan->layout.own_count;
   plan->results = calloc(plan->leaf_count ? plan->leaf_count : 1,
@@ -156,31 +178,12 @@ static mtc_status prepare(mtc_plan *plan) {
   }
 
   /* What the layout says about the copy; the submission adds the rest. */
-  uint64_t reused = 0, packed = 0, direct = 0, bytes = 0;
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
-    const mtc_placement *place = &plan->layout.placements[i];
-    switch (place->kind) {
-      case MTC_PLACE_REUSED:
-        reused++;
-        break;
-      case MTC_PLACE_PACKED:
-        packed++;
-        direct += plan->layout.chunks[place->chunk].direct_address != 0;
-        bytes += plan->leaves[i].bytes;
-        break;
-      case MTC_PLACE_OWN:
-        bytes += plan->leaves[i].bytes;
-        break;
-      case MTC_PLACE_ZERO:
-        break;
-    }
-  }
   pthread_mutex_lock(&plan->lock);
-  plan->stats.leaves_reused = reused;
-  plan->stats.leaves_packed = packed;
-  plan->stats.leaves_direct = direct;
+  plan->stats.leaves_reused = counts.reused;
+  plan->stats.leaves_packed = counts.packed;
+  plan->stats.leaves_direct = counts.direct;
   plan->stats.chunks = plan->layout.chunk_count;
-  plan->stats.bytes_copied = bytes;
+  plan->stats.bytes_copied = counts.bytes;
   pthread_mutex_unlock(&plan->lock);
   return MTC_OK;
 }
@@ -295,8 +298,13 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
                                    "the plan was already submitted"),
                      -1);
   }
-  mtc_status status = mtc_plan_check_leaf_devices(plan);
-  if (status == MTC_OK) status = mtc_plan_check_destinations(plan);
+  /* What a prepared copy checked for this plan already is not checked again. */
+  mtc_status status = plan->prepared.devices_checked
+                          ? MTC_OK
+                          : mtc_plan_check_leaf_devices(plan);
+  if (status == MTC_OK && !plan->prepared.apart) {
+    status = mtc_plan_check_destinations(plan);
+  }
   if (status != MTC_OK) return status;
   status = prepare(plan);
   if (status != MTC_OK) return mtc_plan_fail_submit(plan, status, -1);

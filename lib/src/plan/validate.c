@@ -6,14 +6,59 @@
 #include "cuda/driver.h"
 #include "plan/phase.h"
 
+/* The messages of the checks that depend on an address (a prepared copy
+ * makes those alone). */
+static mtc_status zero_address(const mtc_leaf *leaf, unsigned long long i) {
+  return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                       "leaf %llu: address is 0 but bytes is %llu", i,
+                       (unsigned long long)leaf->bytes);
+}
+
+static mtc_status past_the_end(unsigned long long i) {
+  return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                       "leaf %llu: address + size overflows the address "
+                       "space",
+                       i);
+}
+
+static mtc_status zero_destination(unsigned long long i) {
+  return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                       "leaf %llu: its destination's address is 0", i);
+}
+
+static mtc_status destination_past_the_end(unsigned long long i) {
+  return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                       "leaf %llu: its destination's address + bytes "
+                       "overflows the address space",
+                       i);
+}
+
+mtc_status mtc_plan_check_leaf_address(const mtc_leaf *leaf, uint64_t extent,
+                                       uint64_t index) {
+  if (leaf->address == 0 && leaf->bytes > 0) {
+    return zero_address(leaf, (unsigned long long)index);
+  }
+  if (leaf->address > UINT64_MAX - extent) {
+    return past_the_end((unsigned long long)index);
+  }
+  return MTC_OK;
+}
+
+mtc_status mtc_plan_check_destination_address(const mtc_leaf *destination,
+                                              uint64_t index) {
+  if (destination->address == 0 && destination->bytes > 0) {
+    return zero_destination((unsigned long long)index);
+  }
+  if (destination->address > UINT64_MAX - destination->bytes) {
+    return destination_past_the_end((unsigned long long)index);
+  }
+  return MTC_OK;
+}
+
 /* Checks one leaf; index is its index in the plan. */
 mtc_status mtc_plan_check_leaf(const mtc_leaf *leaf, uint64_t index) {
   unsigned long long i = (unsigned long long)index;
-  if (leaf->address == 0 && leaf->bytes > 0) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "leaf %llu: address is 0 but bytes is %llu", i,
-                         (unsigned long long)leaf->bytes);
-  }
+  if (leaf->address == 0 && leaf->bytes > 0) return zero_address(leaf, i);
   switch (leaf->element_size) {
     case 1: case 2: case 4: case 8: case 16:
       break;
@@ -61,43 +106,42 @@ mtc_status mtc_plan_check_leaf(const mtc_leaf *leaf, uint64_t index) {
     }
     extent = leaf->row_pitch * rows_before_last + row_bytes;
   }
-  if (leaf->address > UINT64_MAX - extent) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "leaf %llu: address + size overflows the address "
-                         "space",
-                         i);
-  }
+  if (leaf->address > UINT64_MAX - extent) return past_the_end(i);
   return MTC_OK;
 }
 
 /* Every CUDA leaf must name a device this machine has. */
-mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan) {
+mtc_status mtc_plan_find_missing_device(const mtc_plan *plan, int64_t *leaf) {
   int device_count = -1;
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     int32_t device = plan->leaves[i].device;
     if (device == MTC_DEVICE_CPU) continue;
+    *leaf = (int64_t)i;
     if (device_count < 0) {
       mtc_status status = mtc_cuda_device_count_internal(&device_count);
       if (status != MTC_OK) {
         char why[MTC_ERROR_CAPACITY];
         mtc_format(why, sizeof why, "%s", mtc_error_text());
-        mtc_error_set(status, "leaf %llu: on cuda:%d, but %s",
-                      (unsigned long long)i, device, why);
-        return mtc_plan_fail_submit(plan, status, (int64_t)i);
+        return mtc_error_set(status, "leaf %llu: on cuda:%d, but %s",
+                             (unsigned long long)i, device, why);
       }
     }
     if (device >= device_count) {
-      return mtc_plan_fail_submit(plan,
-                       mtc_error_set(MTC_ERR_NO_DEVICE,
-                                     "leaf %llu: cuda:%d requested but this "
-                                     "machine has %d CUDA device%s",
-                                     (unsigned long long)i, device,
-                                     device_count,
-                                     device_count == 1 ? "" : "s"),
-                       (int64_t)i);
+      return mtc_error_set(MTC_ERR_NO_DEVICE,
+                           "leaf %llu: cuda:%d requested but this machine "
+                           "has %d CUDA device%s",
+                           (unsigned long long)i, device, device_count,
+                           device_count == 1 ? "" : "s");
     }
   }
+  *leaf = -1;
   return MTC_OK;
+}
+
+mtc_status mtc_plan_check_leaf_devices(mtc_plan *plan) {
+  int64_t leaf;
+  mtc_status status = mtc_plan_find_missing_device(plan, &leaf);
+  return status == MTC_OK ? MTC_OK : mtc_plan_fail_submit(plan, status, leaf);
 }
 
 /* Checks a layout for `leaf` (index in the plan): see mtc_plan_set_leaf_layout. */
@@ -193,8 +237,7 @@ mtc_status mtc_plan_check_destination(const mtc_plan *plan,
                          i, destination->element_size, leaf->element_size);
   }
   if (destination->address == 0 && destination->bytes > 0) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "leaf %llu: its destination's address is 0", i);
+    return zero_destination(i);
   }
   if (destination->row_count > 1) {
     return mtc_error_set(MTC_ERR_UNSUPPORTED,
@@ -203,10 +246,7 @@ mtc_status mtc_plan_check_destination(const mtc_plan *plan,
                          i, destination->row_count);
   }
   if (destination->address > UINT64_MAX - destination->bytes) {
-    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "leaf %llu: its destination's address + bytes "
-                         "overflows the address space",
-                         i);
+    return destination_past_the_end(i);
   }
   if (destination->device != plan->target) {
     char where[32], target[32];

@@ -111,7 +111,23 @@ struct mtc_plan {
    * submission. */
   unsigned char *direct_dst;
 
-  /* Set at submit; read-only afterwards. */
+  /* A plan made from a prepared copy (plan/prepared.c) comes with what its
+   * template worked out once; all 0 for other plans. Set before submit. */
+  struct {
+    /* `layout` is set already, made with packed chunks of at most
+     * chunk_limit bytes, and `counts` is what it says: submit keeps both
+     * unless a pinned lookup finds leaves to read in place or the pinned
+     * pool's limit changed the cut. Such a plan takes no more leaves or
+     * layouts. */
+    int laid_out;
+    uint64_t chunk_limit;
+    mtc_layout_counts counts;
+    int devices_checked; /* every CUDA leaf's device exists */
+    int apart;    /* no destination overlaps (checked at these addresses) */
+    int unpinned; /* no leaf or destination has MTC_LEAF_PINNED */
+  } prepared;
+
+  /* Set at submit (or by a prepared copy); read-only afterwards. */
   mtc_layout layout;
   mtc_leaf_result *results;
   uint64_t submit_start_ns; /* clock when submit was called */
