@@ -15,7 +15,7 @@ const skip = skipWithoutDriver;
 function families(seed: number): Record<string, unknown> {
   const dense: Record<string, unknown> = {};
   for (const dtype of DTYPES) {
-    dense[dtype] = randomLeaf(dtype, [3, 5], seed * 100 + dense.length);
+    dense[dtype] = randomLeaf(dtype, [3, 5], seed * 100 + Object.keys(dense).length);
     dense[`${dtype} vector`] = randomLeaf(dtype, [7], seed * 100 + 50);
     dense[`${dtype} empty`] = randomLeaf(dtype, [0, 4], seed);
   }
@@ -62,7 +62,7 @@ test("mixed devices, pinned and arena leaves, and the host target", async () => 
   const make = async (seed: number) => {
     arena.reset();
     const a = arena.tensor("float32", [4, 4]);
-    a.data.set(patterned(Float32Array, 16, seed));
+    (a.data as Float32Array).set(patterned(Float32Array, 16, seed));
     const pinned = pinnedTensor("int32", [6]);
     (pinned.data as Int32Array).set(patterned(Int32Array, 6, seed));
     const onOne = await startCopy(patterned(Float64Array, 5, seed), "cuda:1");
@@ -223,7 +223,7 @@ test("an arena batch's copy keeps the arena busy until it is over", async () => 
   using arena = Arena.create(1 << 16);
   const fill = (seed: number) => {
     const a = arena.tensor("int32", [16]);
-    a.data.set(patterned(Int32Array, 16, seed));
+    (a.data as Int32Array).set(patterned(Int32Array, 16, seed));
     return { a };
   };
   using prepared = prepareCopy(fill(1), "cuda:0");

@@ -49,7 +49,7 @@ test("arena sources and GPU sources of another device", async () => {
   const fill = (seed: number) => {
     arena.reset();
     const a = arena.tensor("float32", [8, 8]);
-    a.data.set(patterned(Float32Array, 64, seed));
+    (a.data as Float32Array).set(patterned(Float32Array, 64, seed));
     const b = arena.array("int16", 33);
     b.set(patterned(Int16Array, 33, seed));
     return { a, b };

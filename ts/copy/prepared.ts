@@ -15,7 +15,6 @@
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
-import { openScopes } from "../gpu/stream.ts";
 import { releasePinned } from "../tensor/host_output.ts";
 import { DTYPE_SIZE } from "../tensor/dtype.ts";
 import type { ResultGroup } from "../tensor/result_group.ts";
@@ -107,8 +106,8 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
       for (const device of this.#sourceDevices) t.sourceDevices.push(device);
       t.pageableResults = !this.#options.usePinnedStaging;
       t.build = (results) => this.#settle(lib, r.places, root, results);
-      record = this.#prepared !== 0 && r.flagsChanged === 0 && openScopes === 0
-        ? submitPrepared(lib, this.#prepared, t, words)
+      record = this.#prepared !== 0 && r.flagsChanged === 0
+        ? submitPrepared(lib, this.#prepared, t, words, null)
         : submitOwnPlan(lib, this.#options, t, words, null);
     } catch (e) {
       if (record === null) t.dropShares();

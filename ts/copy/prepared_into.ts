@@ -14,7 +14,6 @@ import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import type { BlockHolder } from "../gpu/block.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
-import { openScopes } from "../gpu/stream.ts";
 import { type DeviceTensor, holderOf, tensorDisposed } from "../tensor/device_tensor.ts";
 import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
 import { DTYPE_SIZE } from "../tensor/dtype.ts";
@@ -122,8 +121,8 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
       if (t.layouts.length === 0) t.layouts = null;
       for (const leaf of template.leaves) if (leaf.device !== DEVICE_CPU && !t.sourceDevices.includes(leaf.device)) t.sourceDevices.push(leaf.device);
       // The layout depends on which leaves lie in pinned memory: a batch whose differ gets a plan of its own.
-      record = this.#prepared !== 0 && r.flagsChanged === 0 && openScopes === 0
-        ? submitPrepared(lib, this.#prepared, t, words)
+      record = this.#prepared !== 0 && r.flagsChanged === 0
+        ? submitPrepared(lib, this.#prepared, t, words, this.#into)
         : submitOwnPlan(lib, this.#options, t, words, this.#into);
     } catch (e) {
       if (record === null) t.dropShares();

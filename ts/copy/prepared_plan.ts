@@ -42,19 +42,27 @@ export interface IntoSide {
   readonly blocks: readonly number[] | null;
 }
 
-/** Adds the descriptors (and a copyInto's destinations) to a plan being built. */
-function fill(sym: NativeSymbols, plan: number, t: Traversal, words: Uint32Array, count: number, into: IntoSide | null): number {
+/** Names a copyInto's destination blocks (between two GPUs: mtc_plan_set_destination_blocks). */
+function setBlocks(sym: NativeSymbols, plan: number, blocks: readonly number[]): number {
+  const blockWords = new Uint32Array(blocks.length * 2);
+  for (let i = 0; i < blocks.length; i++) {
+    blockWords[2 * i] = blocks[i]! >>> 0;
+    blockWords[2 * i + 1] = (blocks[i]! / 4294967296) >>> 0;
+  }
+  return sym.mtc_plan_set_destination_blocks!(plan, 0, blockWords, blocks.length);
+}
+
+/**
+ * Adds the descriptors (and a copyInto's destinations) to a plan being
+ * built. `named`: also name the destination blocks (a plan of its own; a
+ * prepared layout takes them per plan, never in the template).
+ */
+function fill(sym: NativeSymbols, plan: number, t: Traversal, words: Uint32Array, count: number, into: IntoSide | null, named: boolean): number {
   let status = into === null
     ? sym.mtc_plan_add_leaves(plan, words, count)
     : sym.mtc_plan_add_leaves_into!(plan, words, into.words, count);
-  if (status === Status.MTC_OK && into !== null && into.blocks !== null && sym.mtc_plan_set_destination_blocks !== undefined) {
-    const blocks = into.blocks;
-    const blockWords = new Uint32Array(blocks.length * 2);
-    for (let i = 0; i < blocks.length; i++) {
-      blockWords[2 * i] = blocks[i]! >>> 0;
-      blockWords[2 * i + 1] = (blocks[i]! / 4294967296) >>> 0;
-    }
-    status = sym.mtc_plan_set_destination_blocks(plan, 0, blockWords, blocks.length);
+  if (status === Status.MTC_OK && named && into !== null && into.blocks !== null && sym.mtc_plan_set_destination_blocks !== undefined) {
+    status = setBlocks(sym, plan, into.blocks);
   }
   if (status === Status.MTC_OK && t.layouts !== null && t.layouts.length > 0) setLayouts(sym, plan, t);
   return status;
@@ -73,7 +81,7 @@ export function createPrepared(lib: MtcLibrary, target: number, options: Require
   if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_last_error() || statusName(status));
   const plan = u64At(outWords, 0);
   try {
-    status = fill(sym, plan, t, words, count, into);
+    status = fill(sym, plan, t, words, count, into, false);
     if (status === Status.MTC_OK) status = sym.mtc_prepared_create(plan, outWords);
     if (status !== Status.MTC_OK) throw new MtcError(status, sym.mtc_plan_last_error(plan) || sym.mtc_last_error() || statusName(status));
     return u64At(outWords, 0);
@@ -82,10 +90,16 @@ export function createPrepared(lib: MtcLibrary, target: number, options: Require
   }
 }
 
-/** One C call: a plan made from the prepared layout with this batch's descriptors, submitted. */
-export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, words: Uint32Array): PlanRecord {
+/**
+ * A plan made from the prepared layout with this batch's descriptors, and
+ * submitted: one C call, or, with streams to bind or (between two GPUs) a
+ * copyInto's destination blocks to name, three (made, told, submitted).
+ */
+export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, words: Uint32Array, into: IntoSide | null): PlanRecord {
   const sym = lib.symbols;
-  const status = sym.mtc_prepared_submit!(prepared, words, null, t.count, outWords);
+  const blocks = into !== null && into.blocks !== null && sym.mtc_plan_set_destination_blocks !== undefined;
+  const steps = blocks || openScopes !== 0;
+  const status = (steps ? sym.mtc_prepared_plan! : sym.mtc_prepared_submit!)(prepared, words, null, t.count, outWords);
   if (status !== Status.MTC_OK) {
     t.dropShares();
     const message = sym.mtc_last_error() || statusName(status);
@@ -93,7 +107,20 @@ export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, 
     const path = leaf === null ? undefined : t.paths?.[Number(leaf[1])];
     throw new MtcError(status, path === undefined ? message : message.slice(leaf![0].length), { path });
   }
-  return newRecord(lib, u64At(outWords, 0), t);
+  const record = newRecord(lib, u64At(outWords, 0), t);
+  if (!steps) return record;
+  const plan = record.plan;
+  try {
+    let step = blocks ? setBlocks(sym, plan, into!.blocks!) : Status.MTC_OK;
+    if (step !== Status.MTC_OK) throw planError(sym, plan, step, t);
+    if (openScopes !== 0) bindStreams(sym, plan, t.target, t.sourceDevices, null);
+    step = sym.mtc_plan_submit(plan);
+    if (step !== Status.MTC_OK) throw planError(sym, plan, step, t);
+  } catch (e) {
+    releaseRecord(record);
+    throw e;
+  }
+  return record;
 }
 
 /**
@@ -112,7 +139,7 @@ export function submitOwnPlan(lib: MtcLibrary, options: Required<CopyOptions>, t
   const record = newRecord(lib, u64At(outWords, 0), t);
   const plan = record.plan;
   try {
-    let status = fill(sym, plan, t, words, t.count, into);
+    let status = fill(sym, plan, t, words, t.count, into, true);
     if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
     if (openScopes !== 0) bindStreams(sym, plan, t.target, t.sourceDevices, null);
     status = sym.mtc_plan_submit(plan);
