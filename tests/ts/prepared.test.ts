@@ -272,3 +272,20 @@ test("prepareCopyInto: destinations disposed while a copy is in flight stay allo
     handle.dispose();
   });
 }, { skip });
+
+test("the same arrays batch after batch: their new bytes are copied, a detached one is refused, a replaced one read anew", async () => {
+  const batch = { a: patterned(Float32Array, 64, 1), b: [patterned(Int32Array, 8, 1)] };
+  using prepared = prepareCopy(batch, "cuda:0");
+  for (let seed = 2; seed < 5; seed++) {
+    batch.a.set(patterned(Float32Array, 64, seed));
+    const got = await prepared.start(batch);
+    checkBatch(await onHost(got), batch, null, `the same arrays, bytes of step ${seed}`);
+    prepared.disposeResult(got);
+  }
+  structuredClone(batch.b[0]!.buffer, { transfer: [batch.b[0]!.buffer] });
+  assertSame(assertThrows(() => prepared.start(batch), MtcError, "0 bytes").path, ".b[0]");
+  batch.b[0] = patterned(Int32Array, 8, 7);
+  const got = await prepared.start(batch);
+  checkBatch(await onHost(got), batch, null, "the replaced array");
+  prepared.disposeResult(got);
+}, { skip });

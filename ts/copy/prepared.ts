@@ -23,11 +23,11 @@ import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
 import { createPrepared, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
-import { newBatchRead, readBatch } from "./prepared_check.ts";
+import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
 import { settlePreparedDevice, settlePreparedHost } from "./prepared_result.ts";
-import { buildTemplate, DEVICE, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
+import { buildTemplate, DEVICE, layoutsOf, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
 import { currentCudaDevice } from "./submit.ts";
-import { Traversal } from "./traversal.ts";
+import { type StridedLeaf, Traversal } from "./traversal.ts";
 import type { Copied } from "./types.ts";
 import { walk } from "./walk.ts";
 
@@ -51,10 +51,14 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   readonly #reused: number;
   /** Results not yet disposed through disposeResult: a device result's group, a host result's pinned buffers. */
   readonly #results = new WeakMap<object, ResultGroup | ArrayBuffer[]>();
+  /** Each host leaf's array of the last batch, and its address. */
+  readonly #cache: LeafCache;
+  /** The strided leaves' layouts (null: none). */
+  readonly #layouts: StridedLeaf[] | null;
   #disposed = false;
 
   /** @internal Made by prepareCopy. */
-  constructor(template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number) {
+  constructor(template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache) {
     this.#template = template;
     this.#target = target;
     this.#options = options;
@@ -65,6 +69,8 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#paths = template.leaves.map((leaf) => leaf.path);
     this.#sourceDevices = [...new Set(template.leaves.filter((leaf) => leaf.what === DEVICE).map((leaf) => leaf.device))];
     this.#reused = countReused(template.root);
+    this.#cache = cache;
+    this.#layouts = layoutsOf(template);
     if (prepared !== 0) preparedRegistry.register(this, prepared, this);
   }
 
@@ -93,16 +99,16 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#spare = null;
     const t = new Traversal(this.#target, { words });
     const bulk = usesBulkAddresses(lib);
-    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target);
+    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target, this.#cache);
     let record: PlanRecord | null = null;
     try {
       const root = readBatch(template, batch, r, this.#sampleFlags);
       if (count === 0) return newHandle<Copied<T, D>>(null, this.#target, root as Copied<T, D>, this.#reused);
-      if (bulk) writeAddressesOf(lib, words, t.views, count);
+      if (bulk) writeAddressesOf(lib, words, r.bulk, count);
+      commitCache(r);
       t.count = count;
       t.paths = this.#paths;
-      t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
-      if (t.layouts.length === 0) t.layouts = null;
+      t.layouts = this.#layouts;
       for (const device of this.#sourceDevices) t.sourceDevices.push(device);
       t.pageableResults = !this.#options.usePinnedStaging;
       t.build = (results) => this.#settle(lib, r.places, root, results);
@@ -233,17 +239,19 @@ export function prepareCopy<T, D extends Device>(sample: T, device: D, options?:
   const words = new Uint32Array(Math.max(1, count) * 10);
   for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
   const flags = new Uint8Array(count);
-  if (count === 0) return new PreparedCopy<T, D>(template, target, resolved, words, flags, 0);
+  if (count === 0) return new PreparedCopy<T, D>(template, target, resolved, words, flags, 0, newLeafCache(0));
   // The sample itself, read as a batch: its descriptors are the template's.
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
-  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target);
+  const cache = newLeafCache(count);
+  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
   try {
     readBatch(template, sample, r, null);
-    if (bulk) writeAddressesOf(lib, words, t.views, count);
+    if (bulk) writeAddressesOf(lib, words, r.bulk, count);
+    commitCache(r);
     for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
-    t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
-    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null));
+    t.layouts = layoutsOf(template);
+    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null), cache);
   } finally {
     t.dropShares();
   }

@@ -25,6 +25,25 @@ import { setValue, type Traversal } from "./traversal.ts";
 const LEAF_WORDS = LEAF_BYTES / 4;
 const TWO_32 = 4294967296;
 
+/**
+ * What a prepared copy remembers of each host leaf from one batch to the
+ * next: the array last read there and its address, entered only once that
+ * address was read. The same array again (by identity), with the byte
+ * length the check has just read, is the same fixed-length buffer: its
+ * storage, address and pinned state have not changed (a detached buffer
+ * reads as 0 bytes), so its buffer and address are not read again.
+ */
+export interface LeafCache {
+  readonly views: (TypedArray | undefined)[];
+  readonly buffers: (ArrayBufferLike | undefined)[];
+  readonly addresses: Float64Array;
+  readonly pinned: Uint8Array;
+}
+
+export function newLeafCache(count: number): LeafCache {
+  return { views: new Array(count), buffers: new Array(count), addresses: new Float64Array(count), pinned: new Uint8Array(count) };
+}
+
 /** One batch being read: where its descriptors and leaf places go. */
 export interface BatchRead {
   readonly t: Traversal;
@@ -38,11 +57,32 @@ export interface BatchRead {
   flagsChanged: number;
   lastBuffer: ArrayBufferLike | null;
   lastPinned: boolean;
+  readonly cache: LeafCache | null;
+  /** Leaf i's view whose address is still to be read in bulk (undefined: known, or none). */
+  readonly bulk: (TypedArray | undefined)[];
+  /** The leaves read anew, and the arrays read there: entered into the cache once their addresses are known. */
+  readonly misses: number[];
+  readonly missViews: TypedArray[];
 }
 
 /** A read of one batch of `count` leaves into `words`, for a copy to `target`. */
-export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number): BatchRead {
-  return { t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false };
+export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number, cache: LeafCache | null): BatchRead {
+  return {
+    t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
+    cache, bulk: new Array(count), misses: [], missViews: [],
+  };
+}
+
+/** Once every address is in the descriptors: the arrays read anew enter the cache. */
+export function commitCache(r: BatchRead): void {
+  const c = r.cache;
+  if (c === null) return;
+  for (let k = 0; k < r.misses.length; k++) {
+    const i = r.misses[k]!;
+    const at = i * LEAF_WORDS;
+    c.addresses[i] = r.words[at]! + r.words[at + 1]! * TWO_32;
+    c.views[i] = r.missViews[k];
+  }
 }
 
 /** The error for a batch that differs from the sample at `path`. */
@@ -238,18 +278,46 @@ function stridedView(node: LeafNode, leaf: Tensor, data: TypedArray, strides: re
 /** Writes host leaf i's descriptor: its address (Bun) or its view for the bulk read (Deno), and the pinned flag. */
 function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: Uint8Array | null): void {
   const i = node.index;
-  const buffer = viewBuffer(data); // Bun: reading it moves a small array's storage out of the moving heap
+  const c = r.cache;
+  if (c !== null && node.bytes > 0 && c.views[i] === data) return knownLeaf(i, data, r, c, sampleFlags);
+  const buffer = viewBuffer(data); // reading it keeps a small array's storage where it is (Bun, V8)
+  const read = data;
+  let resizable = false;
   if (node.bytes === 0) checkReadable(node, data, buffer);
-  else if (isResizable(buffer)) data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
+  else if (isResizable(buffer)) {
+    data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
+    resizable = true;
+  }
   r.t.views[i] = data;
   if (buffer !== r.lastBuffer) {
     r.lastBuffer = buffer;
     r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
   }
   const flag = r.lastPinned ? LEAF_PINNED : 0;
+  const address = r.pointerOf === null || node.bytes === 0 ? 0 : r.pointerOf(data, true);
+  if (r.pointerOf === null && node.bytes > 0) r.bulk[i] = data;
+  if (c !== null) {
+    c.views[i] = undefined; // until its address is read
+    if (!resizable && node.bytes > 0) {
+      c.buffers[i] = buffer;
+      c.pinned[i] = flag;
+      r.misses.push(i);
+      r.missViews.push(read);
+    }
+  }
+  writeHost(i, address, flag, r, sampleFlags);
+}
+
+/** A host leaf that is the array the last batch had here: its address and buffer as they were. */
+function knownLeaf(i: number, data: TypedArray, r: BatchRead, c: LeafCache, sampleFlags: Uint8Array | null): void {
+  r.t.views[i] = data;
+  const flag = c.pinned[i] !== 0 && r.t.holdPinned(c.buffers[i]!) ? LEAF_PINNED : 0;
+  writeHost(i, c.addresses[i]!, flag, r, sampleFlags);
+}
+
+function writeHost(i: number, address: number, flag: number, r: BatchRead, sampleFlags: Uint8Array | null): void {
   const w = r.words;
   const at = i * LEAF_WORDS;
-  const address = r.pointerOf === null || node.bytes === 0 ? 0 : r.pointerOf(data, true);
   w[at] = address >>> 0;
   w[at + 1] = (address / TWO_32) >>> 0;
   w[at + 9] = flag;

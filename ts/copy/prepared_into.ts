@@ -21,9 +21,9 @@ import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { newBatchRead, readBatch } from "./prepared_check.ts";
+import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
 import { createPrepared, type IntoSide, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
-import { buildTemplate, type Template } from "./prepared_template.ts";
+import { buildTemplate, layoutsOf, type Template } from "./prepared_template.ts";
 import { leafPath, Traversal } from "./traversal.ts";
 
 /**
@@ -46,6 +46,8 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   readonly #sampleFlags: Uint8Array;
   readonly #paths: readonly string[];
   #prepared: number;
+  /** Each host leaf's array of the last source, and its address. */
+  readonly #cache: LeafCache;
   #disposed = false;
 
   /** @internal Made by prepareCopyInto. */
@@ -59,6 +61,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     words: Uint32Array,
     flags: Uint8Array,
     prepared: number,
+    cache: LeafCache,
   ) {
     this.#template = template;
     this.#destination = destination;
@@ -72,6 +75,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     this.#sampleFlags = flags;
     this.#paths = template.leaves.map((leaf) => leaf.path);
     this.#prepared = prepared;
+    this.#cache = cache;
     if (prepared !== 0) preparedRegistry.register(this, prepared, this);
   }
 
@@ -98,7 +102,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     const bulk = usesBulkAddresses(lib);
     let record: PlanRecord | null = null;
     try {
-      const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target);
+      const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target, this.#cache);
       readBatch(template, source, r, this.#sampleFlags);
       if (count === 0) return newHandle<D>(null, this.#target, this.#destination);
       // After the source's getters ran: none of them disposed a destination.
@@ -112,13 +116,13 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
         holder.acquire(); // the destination blocks live until the copy is over
         t.shares.push(holder);
       }
-      if (bulk) writeAddressesOf(lib, words, t.views, count);
+      if (bulk) writeAddressesOf(lib, words, r.bulk, count);
+      commitCache(r);
       t.count = count;
       t.paths = this.#paths;
       t.intoNodes = []; // the result is the destination, as it is
       t.root[0] = this.#destination;
-      t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
-      if (t.layouts.length === 0) t.layouts = null;
+      t.layouts = layoutsOf(template);
       for (const leaf of template.leaves) if (leaf.device !== DEVICE_CPU && !t.sourceDevices.includes(leaf.device)) t.sourceDevices.push(leaf.device);
       // The layout depends on which leaves lie in pinned memory: a batch whose differ gets a plan of its own.
       record = this.#prepared !== 0 && r.flagsChanged === 0
@@ -207,12 +211,15 @@ export function prepareCopyInto<S, D>(sample: S, destination: D, options?: CopyO
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
   try {
-    readBatch(template, sample, newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target), null);
-    if (bulk) writeAddressesOf(lib, words, t.views, count);
+    const cache = newLeafCache(count);
+    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
+    readBatch(template, sample, r, null);
+    if (bulk) writeAddressesOf(lib, words, r.bulk, count);
+    commitCache(r);
     for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
-    t.layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+    t.layouts = layoutsOf(template);
     const prepared = count === 0 ? 0 : createPrepared(lib, target, resolved, t, words, count, into);
-    return new PreparedCopyInto<S, D>(template, destination, destinations, target, resolved, into, words, flags, prepared);
+    return new PreparedCopyInto<S, D>(template, destination, destinations, target, resolved, into, words, flags, prepared, cache);
   } finally {
     t.dropShares();
   }

@@ -253,3 +253,9 @@ export function kindOf(v: unknown): string {
   if (v instanceof Map) return "a Map";
   return isPlainObject(v) ? "an object" : `a ${(v as object).constructor?.name ?? "class instance"}`;
 }
+
+/** The strided leaves' layouts, for mtc_plan_set_leaf_layout (null: none). */
+export function layoutsOf(template: Template): StridedLeaf[] | null {
+  const layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
+  return layouts.length === 0 ? null : layouts;
+}
