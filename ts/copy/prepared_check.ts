@@ -92,43 +92,68 @@ export function differs(path: string, why: string): Error {
 
 /**
  * Reads `batch` against `template` into `r`: returns the output root (for
- * copied leaves, a place kept and filled once the copy is over).
+ * copied leaves, a place kept and filled once the copy is over). Two passes:
+ * the first reads the batch (where user code may run: getters, Proxies) and
+ * checks its structure, keeping each host leaf's array; the second, where no
+ * user code runs, measures each array by the engine, then reads its buffer
+ * and address. So an array detached or shrunk by a getter read after it is
+ * found, and its address never dangles.
  */
 export function readBatch(template: Template, batch: unknown, r: BatchRead, sampleFlags: Uint8Array | null): unknown {
-  const root = read(template.root, batch, r, null, sampleFlags);
-  // A getter read later may have detached or shrunk an array read earlier: its address would dangle.
+  let root: unknown;
+  try {
+    root = read(template.root, batch, r, null);
+  } catch (e) {
+    throw firstWrongLength(template, r) ?? e; // an array read before the place that differs differs first
+  }
   const views = r.t.views;
   const leaves = template.leaves;
   for (let i = 0; i < leaves.length; i++) {
     const view = views[i];
-    if (view !== undefined && viewByteLength(view) !== (leaves[i]!.what === STRIDED ? viewBytesOf(leaves[i]!) : leaves[i]!.bytes)) {
-      throw differs(leaves[i]!.path, "its buffer was detached or resized while the batch was read (by a getter in it?)");
-    }
+    if (view === undefined) continue;
+    const leaf = leaves[i]!;
+    const bytes = viewByteLength(view);
+    if (bytes !== viewBytesOf(leaf)) throw bytesDiffer(leaf, view, bytes);
+    hostLeaf(leaf, view, r, sampleFlags);
   }
   return root;
 }
 
-function viewBytesOf(leaf: LeafNode): number {
-  return (leaf.end - leaf.begin) * leaf.storageSize;
+/** The first host leaf read so far whose array has not the sample's byte length, as its error. */
+function firstWrongLength(template: Template, r: BatchRead): Error | undefined {
+  const views = r.t.views;
+  for (let i = 0; i < views.length; i++) {
+    const view = views[i];
+    if (view === undefined) continue;
+    const leaf = template.leaves[i]!;
+    const bytes = viewByteLength(view);
+    if (bytes !== viewBytesOf(leaf)) return bytesDiffer(leaf, view, bytes);
+  }
+  return undefined;
 }
 
-function read(node: TemplateNode, v: unknown, r: BatchRead, out: object | null, flags: Uint8Array | null): unknown {
+/** The bytes of the array a host leaf's copy reads: its own, or a strided leaf's storage span. */
+function viewBytesOf(leaf: LeafNode): number {
+  return leaf.what === STRIDED ? (leaf.end - leaf.begin) * leaf.storageSize : leaf.bytes;
+}
+
+function read(node: TemplateNode, v: unknown, r: BatchRead, out: object | null): unknown {
   switch (node.what) {
     case PASS:
       if (typeof v === "object" && v !== null && !passesThrough(v)) throw differs(node.path, `a pass-through value in the sample, ${kindOf(v)} now`);
       return v;
     case CONTAINER:
-      return readContainer(node, v, r, flags);
+      return readContainer(node, v, r);
     case REUSED:
       return readReused(node, v, r.target);
     default:
-      readLeaf(node, v, r, flags);
+      readLeaf(node, v, r);
       r.places[node.index] = out;
       return undefined; // the key keeps its place; the result is put there once it exists
   }
 }
 
-function readContainer(node: ContainerNode, v: unknown, r: BatchRead, flags: Uint8Array | null): unknown {
+function readContainer(node: ContainerNode, v: unknown, r: BatchRead): unknown {
   const children = node.children;
   const n = node.length;
   if (node.kind === ARRAY) {
@@ -136,7 +161,7 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead, flags: Uin
     const length = v.length;
     if (length !== n) throw differs(node.path, `the sample's array has ${n} items, this one ${length}`);
     const out = new Array(n);
-    for (let i = 0; i < n; i++) out[i] = read(children[i]!, v[i], r, out, flags);
+    for (let i = 0; i < n; i++) out[i] = read(children[i]!, v[i], r, out);
     return out;
   }
   if (node.kind === OBJECT) {
@@ -148,7 +173,7 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead, flags: Uin
     const input = v as Record<string, unknown>;
     for (let i = 0; i < n; i++) {
       const key = expected[i]!;
-      const placed = read(children[i]!, input[key], r, out, flags);
+      const placed = read(children[i]!, input[key], r, out);
       if (key === "__proto__") setValue(out, OBJECT, key, placed);
       else out[key] = placed;
     }
@@ -162,7 +187,7 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead, flags: Uin
   for (let i = 0; i < n; i++) {
     const [key, value] = entries[i]!;
     if (!sameValueZero(key, expected[i])) throw differs(node.path, `entry ${i} of the Map has the key ${showValue(key)}, the sample's ${showValue(expected[i])}`);
-    out.set(key, read(children[i]!, value, r, out, flags));
+    out.set(key, read(children[i]!, value, r, out));
   }
   return out;
 }
@@ -223,23 +248,21 @@ function shapeDiffers(node: LeafNode, shape: unknown): Error {
 }
 
 /** Why a leaf's data of `bytes` (the engine's count, -1: no typed array) is not the sample's. */
-function bytesDiffer(node: LeafNode, data: unknown, bytes: number, what: string): Error {
+function bytesDiffer(node: LeafNode, data: unknown, bytes: number, what = node.tensor ? "the Tensor's data" : "the array", expected = viewBytesOf(node)): Error {
   if (bytes < 0) return differs(node.path, `${what} is not a typed array`);
   const released = releasedData(data, what);
   if (released !== undefined) return differs(node.path, released);
-  return differs(node.path, `${what} holds ${bytes} bytes, the sample's ${node.what === STRIDED ? node.dataBytes : node.bytes} (was its buffer detached or resized?)`);
+  return differs(node.path, `${what} holds ${bytes} bytes, the sample's ${expected}${bytes === 0 ? " (was its buffer detached?)" : ""}`);
 }
 
-function readLeaf(node: LeafNode, v: unknown, r: BatchRead, flags: Uint8Array | null): void {
+function readLeaf(node: LeafNode, v: unknown, r: BatchRead): void {
   if (node.what === DEVICE) return readDevice(node, v, r);
   let data: TypedArray;
   if (!node.tensor) {
     if (v instanceof Tensor || !ArrayBuffer.isView(v)) throw differs(node.path, `a typed array in the sample, ${kindOf(v)} now`);
     const dtype = naturalDType(v);
     if (dtype !== node.dtype) throw differs(node.path, `a typed array of ${node.dtype} in the sample, ${kindOf(v)} now`);
-    const bytes = viewByteLength(v);
-    if (bytes !== node.bytes) throw bytesDiffer(node, v, bytes, "the array");
-    data = v as TypedArray;
+    data = v as TypedArray; // measured in the second pass
   } else {
     if (!(v instanceof Tensor)) throw differs(node.path, `a Tensor in the sample, ${kindOf(v)} now`);
     const strides = v.strides;
@@ -250,14 +273,12 @@ function readLeaf(node: LeafNode, v: unknown, r: BatchRead, flags: Uint8Array | 
     if (!sameShape(shape, node.shape)) throw shapeDiffers(node, shape);
     if (node.what === HOST) {
       if (strides !== undefined) throw differs(node.path, "a dense Tensor in the sample, a strided one now");
-      const bytes = viewByteLength(source);
-      if (bytes !== node.bytes) throw bytesDiffer(node, source, bytes, "the Tensor's data");
-      data = source;
+      data = source; // measured in the second pass
     } else {
       data = stridedView(node, v, source, strides);
     }
   }
-  hostLeaf(node, data, r, flags);
+  r.t.views[node.index] = data;
 }
 
 /** A strided Tensor's storage span, once its layout is found to be the sample's. */
@@ -270,7 +291,7 @@ function stridedView(node: LeafNode, leaf: Tensor, data: TypedArray, strides: re
   }
   if (offset !== node.offset) throw differs(node.path, `its offset was ${node.offset} in the sample, ${showValue(offset)} now`);
   const bytes = viewByteLength(data);
-  if (bytes !== node.dataBytes) throw bytesDiffer(node, data, bytes, "the Tensor's data");
+  if (bytes !== node.dataBytes) throw bytesDiffer(node, data, bytes, "the Tensor's data", node.dataBytes);
   if (storageElementBytes(data) !== node.storageSize) throw differs(node.path, `its data is ${kindOf(data)}, of another element size than the sample's`);
   return viewSubarray(data, node.begin, node.end);
 }
