@@ -22,7 +22,7 @@ import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { createPrepared, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
+import { createPrepared, PreparedLayout, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
 import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
 import { settlePreparedDevice, settlePreparedHost } from "./prepared_result.ts";
 import { buildTemplate, DEVICE, layoutsOf, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
@@ -39,8 +39,8 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   readonly #template: Template;
   readonly #target: number;
   readonly #options: Required<CopyOptions>;
-  /** The C library's prepared layout (an mtc_prepared), 0 when there is none (no leaves, or an older libmtc). */
-  #prepared: number;
+  /** The C library's prepared layout (an mtc_prepared; handle 0 when there is none: no leaves, or an older libmtc). */
+  readonly #prepared: PreparedLayout;
   /** Descriptors with the sample's fields; each batch writes its addresses into a copy. */
   readonly #words: Uint32Array;
   #spare: Uint32Array | null;
@@ -65,13 +65,12 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#words = words;
     this.#spare = words.slice();
     this.#sampleFlags = flags;
-    this.#prepared = prepared;
+    this.#prepared = new PreparedLayout(prepared);
     this.#paths = template.leaves.map((leaf) => leaf.path);
     this.#sourceDevices = [...new Set(template.leaves.filter((leaf) => leaf.what === DEVICE).map((leaf) => leaf.device))];
     this.#reused = countReused(template.root);
     this.#cache = cache;
     this.#layouts = layoutsOf(template);
-    if (prepared !== 0) preparedRegistry.register(this, prepared, this);
   }
 
   /** The leaves each batch copies. */
@@ -112,8 +111,8 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
       for (const device of this.#sourceDevices) t.sourceDevices.push(device);
       t.pageableResults = !this.#options.usePinnedStaging;
       t.build = (results) => this.#settle(lib, r.places, root, results);
-      record = this.#prepared !== 0 && r.flagsChanged === 0
-        ? submitPrepared(lib, this.#prepared, t, words, null)
+      record = this.#prepared.handle !== 0 && r.flagsChanged === 0
+        ? submitPrepared(lib, this.#prepared.handle, t, words, null)
         : submitOwnPlan(lib, this.#options, t, words, null);
     } catch (e) {
       if (record === null) t.dropShares();
@@ -127,7 +126,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   #settle(lib: MtcLibrary, places: readonly (object | null)[], root: unknown, results: Uint32Array): unknown {
     if (this.#target < 0) {
       const value = settlePreparedHost(lib, this.#template, places, root, results, !this.#options.usePinnedStaging);
-      if (typeof value === "object" && value !== null) this.#results.set(value, collectBuffers(results, this.#template.leaves.length, value));
+      if (typeof value === "object" && value !== null) this.#results.set(value, collectBuffers(value));
       return value;
     }
     const settled = settlePreparedDevice(this.#template, places, root, results, this.#target);
@@ -162,12 +161,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    const prepared = this.#prepared;
-    this.#prepared = 0;
-    if (prepared !== 0) {
-      preparedRegistry.unregister(this);
-      library().symbols.mtc_prepared_release?.(prepared);
-    }
+    this.#prepared.release();
   }
 
   /** Same as dispose(), for `using`. */
@@ -177,7 +171,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
 }
 
 /** The pinned buffers a host result's leaves view (one per block). */
-function collectBuffers(_results: Uint32Array, _count: number, value: object): ArrayBuffer[] {
+function collectBuffers(value: object): ArrayBuffer[] {
   const buffers = new Set<ArrayBuffer>();
   const stack: unknown[] = [value];
   while (stack.length > 0) {

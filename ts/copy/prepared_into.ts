@@ -22,7 +22,7 @@ import { releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
 import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
-import { createPrepared, type IntoSide, preparedRegistry, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
+import { createPrepared, type IntoSide, PreparedLayout, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
 import { buildTemplate, layoutsOf, type Template } from "./prepared_template.ts";
 import { leafPath, Traversal } from "./traversal.ts";
 
@@ -45,7 +45,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   #spare: Uint32Array | null;
   readonly #sampleFlags: Uint8Array;
   readonly #paths: readonly string[];
-  #prepared: number;
+  readonly #prepared: PreparedLayout;
   /** Each host leaf's array of the last source, and its address. */
   readonly #cache: LeafCache;
   #disposed = false;
@@ -74,9 +74,8 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     this.#spare = words.slice();
     this.#sampleFlags = flags;
     this.#paths = template.leaves.map((leaf) => leaf.path);
-    this.#prepared = prepared;
+    this.#prepared = new PreparedLayout(prepared);
     this.#cache = cache;
-    if (prepared !== 0) preparedRegistry.register(this, prepared, this);
   }
 
   /** The leaves each copy writes. */
@@ -125,8 +124,8 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
       t.layouts = layoutsOf(template);
       for (const leaf of template.leaves) if (leaf.device !== DEVICE_CPU && !t.sourceDevices.includes(leaf.device)) t.sourceDevices.push(leaf.device);
       // The layout depends on which leaves lie in pinned memory: a batch whose differ gets a plan of its own.
-      record = this.#prepared !== 0 && r.flagsChanged === 0
-        ? submitPrepared(lib, this.#prepared, t, words, this.#into)
+      record = this.#prepared.handle !== 0 && r.flagsChanged === 0
+        ? submitPrepared(lib, this.#prepared.handle, t, words, this.#into)
         : submitOwnPlan(lib, this.#options, t, words, this.#into);
     } catch (e) {
       if (record === null) t.dropShares();
@@ -141,12 +140,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    const prepared = this.#prepared;
-    this.#prepared = 0;
-    if (prepared !== 0) {
-      preparedRegistry.unregister(this);
-      library().symbols.mtc_prepared_release?.(prepared);
-    }
+    this.#prepared.release();
   }
 
   /** Same as dispose(), for `using`. */

@@ -22,7 +22,30 @@ const optionsBytes = new Uint8Array(OPTIONS_SIZE);
 const optionsView = new DataView(optionsBytes.buffer);
 
 /** C's prepared layouts, released when their owner is collected without dispose(). */
-export const preparedRegistry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
+const preparedRegistry = new FinalizationRegistry<number>((prepared) => library().symbols.mtc_prepared_release?.(prepared));
+
+/** One mtc_prepared (0: none), released once: by its owner's dispose(), or by the garbage collector with its owner. */
+export class PreparedLayout {
+  #prepared: number;
+
+  constructor(prepared: number) {
+    this.#prepared = prepared;
+    if (prepared !== 0) preparedRegistry.register(this, prepared, this);
+  }
+
+  /** The mtc_prepared, 0 once released (or when there was none). */
+  get handle(): number {
+    return this.#prepared;
+  }
+
+  release(): void {
+    const prepared = this.#prepared;
+    this.#prepared = 0;
+    if (prepared === 0) return;
+    preparedRegistry.unregister(this);
+    library().symbols.mtc_prepared_release?.(prepared);
+  }
+}
 
 /**
  * Host addresses are read in bulk after the check, eight leaves a C call
