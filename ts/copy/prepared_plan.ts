@@ -13,7 +13,7 @@ import { library, type MtcLibrary } from "../ffi/library.ts";
 import type { NativeSymbols } from "../ffi/symbols.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
 import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
-import { bindStreams, setLayouts } from "./submit.ts";
+import { bindStreams, setLayouts, submitPlan } from "./submit.ts";
 import { openScopes } from "../gpu/stream.ts";
 import type { Traversal } from "./traversal.ts";
 
@@ -152,6 +152,7 @@ export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, 
  * on them), when streams are to be bound, or without prepared copies in C.
  */
 export function submitOwnPlan(lib: MtcLibrary, options: Required<CopyOptions>, t: Traversal, words: Uint32Array, into: IntoSide | null): PlanRecord {
+  if (into === null) return submitPlan(lib, t, options, null, false); // t's descriptors are `words`, addresses written
   const sym = lib.symbols;
   encodeOptions(options, optionsView);
   const created = sym.mtc_plan_create(t.target, optionsBytes, outWords);
