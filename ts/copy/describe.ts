@@ -232,9 +232,10 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
 }
 
 /**
- * Deno: fills the host leaves' addresses, eight a call, from their views
- * (a typed array is cheapest to read an address from as an FFI argument).
- * DeviceTensor entries pass as NULL: C leaves those addresses as written.
+ * Fills the host leaves' addresses, eight a call, from their views (a
+ * typed array is cheapest to read an address from as an FFI argument).
+ * DeviceTensor entries pass as NULL: C leaves those addresses as written,
+ * and eight of them in a row need no call.
  */
 export function writeAddresses(lib: MtcLibrary, t: Traversal): void {
   writeAddressesOf(lib, t.descriptors.words, t.views, t.count);
@@ -245,6 +246,13 @@ export function writeAddressesOf(lib: MtcLibrary, w: Uint32Array, views: readonl
   const setAddresses = lib.symbols.mtc_leaves_set_addresses!;
   const v = views as (TypedArray | null | undefined)[];
   for (let k = 0; k < count; k += 8) {
+    if (!hostViewAmong(v, k, Math.min(k + 8, count))) continue;
     setAddresses(w, k, Math.min(8, count - k), v[k] ?? null, v[k + 1] ?? null, v[k + 2] ?? null, v[k + 3] ?? null, v[k + 4] ?? null, v[k + 5] ?? null, v[k + 6] ?? null, v[k + 7] ?? null);
   }
+}
+
+/** True when one of views[from, to) is a host view (a DeviceTensor leaf has none). */
+function hostViewAmong(views: readonly (TypedArray | null | undefined)[], from: number, to: number): boolean {
+  for (let k = from; k < to; k++) if (views[k] !== undefined) return true;
+  return false;
 }
