@@ -55,8 +55,8 @@ row("address reads, one per leaf (pointerOf)", timeEach(() => {
   for (const v of views) backend.pointerOf(v); // (a forEach callback here took 4× as long under Deno)
 }));
 const lib = library();
-if (backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined) {
-  // What startCopy does under Deno: eight leaves a call, in submit.
+if (lib.symbols.mtc_leaves_set_addresses !== undefined) {
+  // What startCopy does: eight leaves a call, in submit.
   row("address reads as startCopy does them (8 a call)", timeEach(() => writeAddresses(lib, walk)));
 }
 // One call's cost, as the library makes it (a handle is a 64-bit argument).

@@ -105,7 +105,7 @@ export function measureJsPart(batches: readonly unknown[], runs: number, device 
 function cCallsAlone(batches: readonly unknown[], runs: number, device: number): number {
   const lib = library();
   const sym = lib.symbols;
-  const bulk = lib.backend.runtime === "deno" && sym.mtc_leaves_set_addresses !== undefined;
+  const bulk = sym.mtc_leaves_set_addresses !== undefined; // as startCopy reads addresses
   const options = new Uint8Array(OPTIONS_SIZE);
   encodeOptions(resolveOptions(undefined), new DataView(options.buffer));
   const prepared = batches.map((batch) => {

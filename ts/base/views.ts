@@ -22,9 +22,12 @@ const TAG = getterOf<string | undefined>(TYPED_ARRAY_PROTOTYPE, Symbol.toStringT
 const DATA_VIEW_BUFFER = getterOf<ArrayBufferLike>(DataView.prototype, "buffer");
 const DETACHED = getterOf<boolean>(ArrayBuffer.prototype, "detached");
 const RESIZABLE = getterOf<boolean>(ArrayBuffer.prototype, "resizable");
+const BUFFER_BYTE_LENGTH = getterOf<number>(ArrayBuffer.prototype, "byteLength");
+const SHARED_BYTE_LENGTH = getterOf<number>(SharedArrayBuffer.prototype, "byteLength");
 type View = ArrayBufferView;
 const SLICE = (TYPED_ARRAY_PROTOTYPE as { slice(this: View): View }).slice;
 const SUBARRAY = (TYPED_ARRAY_PROTOTYPE as { subarray(this: View, begin: number, end: number): View }).subarray;
+const AT = (TYPED_ARRAY_PROTOTYPE as { at(this: View, index: number): unknown }).at;
 const TRANSFER = (ArrayBuffer.prototype as unknown as { transfer(this: ArrayBuffer, length: number): ArrayBuffer }).transfer;
 
 /** The typed array's byte length, or -1 when `value` is no typed array (a DataView, anything else). */
@@ -93,9 +96,35 @@ export function isResizable(buffer: ArrayBufferLike): boolean {
   }
 }
 
-/** True when the ArrayBuffer was detached (transferred). */
-export function isDetached(buffer: ArrayBuffer): boolean {
-  return DETACHED.call(buffer);
+/** True when the ArrayBuffer was detached (transferred); false for a SharedArrayBuffer, which never is. */
+export function isDetached(buffer: ArrayBufferLike): boolean {
+  try {
+    return DETACHED.call(buffer);
+  } catch {
+    return false; // a SharedArrayBuffer: the getter is ArrayBuffer's own
+  }
+}
+
+/** The buffer's byte length now (an ArrayBuffer's or a SharedArrayBuffer's). */
+export function bufferByteLength(buffer: ArrayBufferLike): number {
+  try {
+    return BUFFER_BYTE_LENGTH.call(buffer);
+  } catch {
+    return SHARED_BYTE_LENGTH.call(buffer);
+  }
+}
+
+/**
+ * True for a fixed-length typed array that its resizable ArrayBuffer shrank
+ * past: it reads as empty, and the engine refuses to read it.
+ */
+export function isOutOfBounds(view: ArrayBufferView): boolean {
+  try {
+    AT.call(view, 0); // throws only when the view is out of bounds (or detached)
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** Detaches the ArrayBuffer: every view of it reads as empty from now on. */

@@ -86,8 +86,8 @@ export function copyInto<S, D>(source: S, destination: D, options?: CopyOptions)
   const lib = library();
   const addInto = requireSymbol("mtc_plan_add_leaves_into", "copyInto");
   const sym = lib.symbols;
-  // Deno reads host addresses in bulk at submit; Bun reads each in the walk.
-  const bulk = lib.backend.runtime === "deno" && sym.mtc_leaves_set_addresses !== undefined;
+  // Host addresses are read at submit, eight leaves a call (a libmtc without that call: one by one in the walk).
+  const bulk = sym.mtc_leaves_set_addresses !== undefined;
   const d = takeDescriptors();
   let record: PlanRecord;
   let target: number;

@@ -11,13 +11,11 @@
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { type DeviceTensor, holderOf, makeDeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isDType, storageElementBytes, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
-import { invalidArgument, showValue } from "../base/errors.ts";
-import { isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
-import { checkedShape, elementCount, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
-import { constructedShape, constructedSize, releasedData, type Tensor } from "../tensor/tensor.ts";
-import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
-import { formatPath } from "./path.ts";
+import { type DType, DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
+import { isResizable, viewBuffer, viewByteLength } from "../base/views.ts";
+import { vectorShape } from "../tensor/shape.ts";
+import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
+import { arrayRecord, checkArray, checkDense, checkStrided, type LeafRecord, readTensor, snapshot, stridedView, tensorRecord } from "./leaf_record.ts";
 import type { Descriptors, Frame, Traversal } from "./traversal.ts";
 
 /** sizeof(mtc_leaf). */
@@ -98,64 +96,72 @@ function writeLeaf(t: Traversal, i: number, address: number, bytes: number, devi
 // device target its result, a DeviceTensor whose address is set once the
 // copy is over; for "cpu", undefined (the key keeps its place; the result
 // is placed once it exists).
-
-// Host arrays are measured by the engine's own getters (base/views.ts): an
-// own `byteLength` or `buffer` property would make the copy read past the
+//
+// A host leaf's fields are read once; the checks run on what was read
+// (leaf_record.ts), never on the leaf again. The common leaf, a Tensor with
+// the shape its constructor froze and data that holds it (or a typed array
+// with bytes), passes them all by one comparison and goes on with the
+// values read; any other is made into its record and checked in full. Host
+// arrays are measured by the engine's own getters (base/views.ts): an own
+// `byteLength` or `buffer` property would make the copy read past the
 // array, or miss that its buffer is resizable.
 
-/** A host Tensor: its data, dtype and shape as they are now, checked against each other. */
-export function describeTensor(t: Traversal, leaf: Tensor, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
-  const strides = leaf.strides;
-  if (strides !== undefined) return describeStrided(t, leaf, strides, parent, key, pointerOf);
-  const data = leaf.data; // read once: a getter may give another array each time
+/** A host Tensor bound for a device, or a strided one bound anywhere; `strides` as the walk read them. */
+export function describeTensor(t: Traversal, leaf: Tensor, strides: unknown, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  if (strides !== undefined) return describeStrided(t, leaf, readTensor(leaf, strides), parent, key, pointerOf);
+  const data = leaf.data; // a getter may give another array each time
   const dtype = leaf.dtype;
+  const shape = leaf.shape;
   const elementSize = DTYPE_SIZE[dtype];
-  let shape = leaf.shape;
-  let elements: number;
-  if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
-  else {
-    shape = reassignedShape(shape, parent, key); // reassigned or forged: checked and frozen here
-    elements = elementCount(shape);
-  }
   const bytes = viewByteLength(data); // -1: no typed array
-  if (bytes !== elements * elementSize) throw shapeMismatch(parent, key, data, shape, dtype, elements);
+  let buffer: ArrayBufferLike;
+  let checked = shape;
+  // The shape its constructor froze, and data that holds it: every check of checkDense passes.
+  if (shape === constructedShape(leaf) && bytes === constructedSize(leaf) * elementSize && bytes > 0) buffer = viewBuffer(data);
+  else {
+    const r = tensorRecord(leaf, data, dtype, shape, undefined, 0);
+    checkDense(r, parent, key);
+    buffer = r.buffer!;
+    checked = r.shape!;
+  }
   t.leaves.push(leaf);
-  return describeHost(t, data, bytes, dtype, elementSize, shape, parent, key, pointerOf);
+  return describeHost(t, data, bytes, buffer, dtype, elementSize, checked, true, pointerOf);
 }
 
-/** A bare typed array of `dtype` (the dtype its kind stands for): a 1-D tensor. */
+/** A bare typed array of `dtype` (the dtype its kind stands for) bound for a device: a 1-D tensor. */
 export function describeArray(t: Traversal, data: TypedArray, dtype: DType, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
-  const bytes = viewByteLength(data);
-  if (bytes < 0) throw leafError(parent, key, "it claims to be a typed array (by its constructor) but is none; a DataView is no tensor");
+  const bytes = viewByteLength(data); // -1: no typed array
+  if (bytes <= 0) checkArray(arrayRecord(data, dtype, bytes), parent, key);
+  const elementSize = DTYPE_SIZE[dtype];
   t.leaves.push(data);
-  return describeHost(t, data, bytes, dtype, DTYPE_SIZE[dtype], null, parent, key, pointerOf);
+  return describeHost(t, data, bytes, viewBuffer(data), dtype, elementSize, vectorShape(bytes / elementSize), false, pointerOf);
 }
 
-/** A host leaf of `bytes` (read by the engine's getter), bound for a device (host leaves bound for the host are reused, never listed). */
+/**
+ * A dense host leaf, checked, bound for a device (host leaves bound for
+ * the host are reused, never listed): `bytes` and `buffer` by the engine's
+ * getters. `isTensor`: its copy comes back to the host as a Tensor
+ * (whatever its shape), not as a bare array.
+ */
 function describeHost(
   t: Traversal,
   data: TypedArray,
   bytes: number,
+  buffer: ArrayBufferLike,
   dtype: DType,
   elementSize: number,
-  shape: readonly number[] | null,
-  parent: Frame | null,
-  key: unknown,
+  shape: readonly number[],
+  isTensor: boolean,
   pointerOf: PointerOf | null,
 ): unknown {
-  // Read for both cases: in Bun, reading it moves a small array's storage out of the moving heap.
-  const buffer = viewBuffer(data);
-  if (bytes === 0) checkReadable(parent, key, data, buffer);
   // A snapshot of its own: shrinking the caller's buffer while the copy runs gives its pages back at once.
-  else if (isResizable(buffer)) data = viewSlice(data);
+  const view = bytes > 0 && isResizable(buffer) ? snapshot(data) : data;
   const i = t.count++;
-  t.views.push(data);
+  t.views.push(view);
   // Pinned memory of ours (a pinned output released in flight stays out of the pool): read in place.
   const flags = t.holdPinned(buffer) ? LEAF_PINNED : 0;
-  // .buffer was read just above (Bun: the view's storage is pinned)
-  writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(data, true), bytes, DEVICE_CPU, elementSize, flags);
-  // A Tensor's copy comes back to the host as a Tensor (shape given), a bare array's as an array.
-  const output = makeDeviceTensor(0, shape ?? vectorShape(bytes / elementSize), dtype, t.target, bytes, 0, 0, false, null, shape !== null);
+  writeLeaf(t, i, pointerOf === null || bytes === 0 ? 0 : pointerOf(view, true), bytes, DEVICE_CPU, elementSize, flags);
+  const output = makeDeviceTensor(0, shape, dtype, t.target, bytes, 0, 0, false, null, isTensor);
   t.outputs!.push(output);
   return output;
 }
@@ -166,49 +172,17 @@ function describeHost(
  * (fields can be reassigned after construction). It is copied dense, also
  * to "cpu".
  */
-function describeStrided(t: Traversal, leaf: Tensor, strides: readonly number[], parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
-  const data = leaf.data;
-  const released = releasedData(data, "the Tensor's");
-  if (released !== undefined) throw leafError(parent, key, released);
-  const dtype = leaf.dtype;
-  const offset = leaf.offset;
-  const elementSize = DTYPE_SIZE[dtype];
-  const storageSize = storageElementBytes(data); // the engine's kind, not the array's own properties
-  if (storageSize === undefined || elementSize === undefined) throw shapeMismatch(parent, key, data, leaf.shape, dtype, 0);
-  let shape = leaf.shape;
-  let elements: number;
-  if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
-  else {
-    shape = reassignedShape(shape, parent, key);
-    elements = elementCount(shape);
-  }
-  const large = tooLarge(shape, dtype, elements, elementSize);
-  if (large !== null) throw leafError(parent, key, large);
-  const problem = layoutProblem(shape, elements, strides, offset, Math.floor(viewByteLength(data) / elementSize));
-  if (problem !== null) throw leafError(parent, key, problem);
-  const layout = byteLayout(shape, strides, elementSize);
-  if (typeof layout === "string") throw leafError(parent, key, layout);
-  const lanes = elementSize / storageSize;
-  const [begin, end] = elements === 0 ? [offset, offset] : layoutSpan(shape, strides, offset);
-  let view = viewSubarray(data, begin * lanes, end * lanes);
-  if (isResizable(viewBuffer(view))) view = viewSlice(view);
-  const bytes = elements * elementSize;
+function describeStrided(t: Traversal, leaf: Tensor, r: LeafRecord, parent: Frame | null, key: unknown, pointerOf: PointerOf | null): unknown {
+  checkStrided(r, parent, key);
+  const { view, bytes, layout } = stridedView(r, parent, key);
   const i = t.count++;
   t.leaves.push(leaf);
   t.views.push(view);
   // Pinned memory of ours: staged, not read in place, but busy until the copy is over all the same.
-  const flags = t.holdPinned(viewBuffer(view)) ? LEAF_PINNED : 0;
-  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, elementSize, flags);
-  if (bytes > 0 && layout.shape.length > 0) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
-  return placeResult(t, shape, dtype, bytes, parent, key, true);
-}
-
-/** @internal A Tensor's shape field that is not the one its constructor froze: checked and frozen, or an error with what it holds. */
-export function reassignedShape(shape: unknown, parent: Frame | null, key: unknown): readonly number[] {
-  const checked = checkedShape(shape);
-  if (checked !== undefined) return checked;
-  const given = Array.isArray(shape) ? showShape(shape.slice()) : showValue(shape);
-  throw leafError(parent, key, `the Tensor's shape ${given} is not an array of integers >= 0`);
+  const flags = t.holdPinned(r.buffer!) ? LEAF_PINNED : 0;
+  writeLeaf(t, i, pointerOf === null ? 0 : pointerOf(view), bytes, DEVICE_CPU, r.elementSize, flags);
+  if (bytes > 0 && layout !== undefined) (t.layouts ??= []).push({ index: i, shape: layout.shape, byteStrides: layout.byteStrides });
+  return placeResult(t, r.shape!, r.dtype, bytes, parent, key, true);
 }
 
 /**
@@ -258,9 +232,10 @@ export function describeDeviceTensor(t: Traversal, leaf: DeviceTensor, parent: F
 }
 
 /**
- * Deno: fills the host leaves' addresses, eight a call, from their views
- * (a typed array is cheapest to read an address from as an FFI argument).
- * DeviceTensor entries pass as NULL: C leaves those addresses as written.
+ * Fills the host leaves' addresses, eight a call, from their views (a
+ * typed array is cheapest to read an address from as an FFI argument).
+ * DeviceTensor entries pass as NULL: C leaves those addresses as written,
+ * and eight of them in a row need no call.
  */
 export function writeAddresses(lib: MtcLibrary, t: Traversal): void {
   writeAddressesOf(lib, t.descriptors.words, t.views, t.count);
@@ -271,56 +246,13 @@ export function writeAddressesOf(lib: MtcLibrary, w: Uint32Array, views: readonl
   const setAddresses = lib.symbols.mtc_leaves_set_addresses!;
   const v = views as (TypedArray | null | undefined)[];
   for (let k = 0; k < count; k += 8) {
+    if (!hostViewAmong(v, k, Math.min(k + 8, count))) continue;
     setAddresses(w, k, Math.min(8, count - k), v[k] ?? null, v[k + 1] ?? null, v[k + 2] ?? null, v[k + 3] ?? null, v[k + 4] ?? null, v[k + 5] ?? null, v[k + 6] ?? null, v[k + 7] ?? null);
   }
 }
 
-/** An error about the leaf at (parent, key). */
-function leafError(parent: Frame | null, key: unknown, message: string): Error {
-  return invalidArgument(message, formatPath(parent, key));
-}
-
-/**
- * Throws for an array that only looks empty: released memory of the
- * library's, detached, or a fixed-length view that its resizable
- * ArrayBuffer shrank past (it reads as length 0).
- */
-export function checkReadable(parent: Frame | null, key: unknown, data: TypedArray, buffer: ArrayBufferLike): void {
-  const released = releasedData(data, "its");
-  if (released !== undefined) throw leafError(parent, key, released);
-  if ((buffer as ArrayBuffer & { detached?: boolean }).detached === true) {
-    throw leafError(parent, key, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
-  }
-  try {
-    (data as Uint8Array).at(0); // throws only when the view is out of bounds
-  } catch {
-    throw leafError(
-      parent,
-      key,
-      `it is out of bounds of its resizable ArrayBuffer, shrunk to ${buffer.byteLength} bytes after the view was made; ` +
-        "an out-of-bounds array cannot be copied",
-    );
-  }
-}
-
-/** @internal The error for a Tensor whose data does not hold what its shape and dtype say, saying what is wrong. */
-export function shapeMismatch(parent: Frame | null, key: unknown, data: TypedArray, shape: readonly number[], dtype: DType, elements: number): Error {
-  if (viewByteLength(data) < 0) return leafError(parent, key, `the Tensor's data is not a typed array`);
-  const released = releasedData(data, "the Tensor's");
-  if (released !== undefined) return leafError(parent, key, released);
-  const kind = data.constructor.name;
-  if (!isDType(dtype)) return leafError(parent, key, `the Tensor's dtype ${showValue(dtype)} is not one of the dtypes`);
-  const values = valuesPerElement(dtype); // 2 for complex: real, imaginary
-  if (data.length % values !== 0) {
-    return leafError(parent, key, `the Tensor's ${kind} has an odd length, ${data.length}, but a ${dtype} element is ${values} values (real, imaginary)`);
-  }
-  if (data.length === elements * values) {
-    return leafError(parent, key, `the Tensor's ${kind} holds ${data.byteLength} bytes but ${elements} elements of ${dtype} take ${elements * DTYPE_SIZE[dtype]}`);
-  }
-  return leafError(
-    parent,
-    key,
-    `the Tensor's ${kind} has ${data.length / values} elements but its shape ${showShape(shape)} needs ${elements} ` +
-      "(was its buffer detached or resized?)",
-  );
+/** True when one of views[from, to) is a host view (a DeviceTensor leaf has none). */
+function hostViewAmong(views: readonly (TypedArray | null | undefined)[], from: number, to: number): boolean {
+  for (let k = from; k < to; k++) if (views[k] !== undefined) return true;
+  return false;
 }

@@ -8,21 +8,21 @@
  * @module
  */
 
-import { viewBuffer, viewByteLength, viewSlice } from "../base/views.ts";
-import { DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
-import { elementCount } from "../tensor/shape.ts";
-import { constructedShape, constructedSize, type Tensor, trustedTensor } from "../tensor/tensor.ts";
-import { checkReadable, reassignedShape, shapeMismatch } from "./describe.ts";
+import { viewByteLength, viewSlice } from "../base/views.ts";
+import type { DType, TypedArray } from "../tensor/dtype.ts";
+import { type Tensor, trustedTensor } from "../tensor/tensor.ts";
+import { arrayRecord, checkArray, checkDense, readTensor } from "./leaf_record.ts";
 import type { Frame } from "./traversal.ts";
 
 /**
- * A fresh copy of a bare typed array at (parent, key): its kind, its
- * elements, a buffer of its own. An empty one is checked as startCopy
- * checks it: released, detached or out of bounds is an MtcError with the
- * path (slicing it would be a bare TypeError).
+ * A fresh copy of a bare typed array of `dtype` (its kind's) at (parent,
+ * key): its kind, its elements, a buffer of its own. An empty one is
+ * checked as startCopy checks it: released, detached or out of bounds is
+ * an MtcError with the path (slicing it would be a bare TypeError).
  */
-export function cloneArray(data: TypedArray, parent: Frame | null, key: unknown): TypedArray {
-  if (viewByteLength(data) === 0) checkReadable(parent, key, data, viewBuffer(data));
+export function cloneArray(data: TypedArray, dtype: DType, parent: Frame | null, key: unknown): TypedArray {
+  const bytes = viewByteLength(data);
+  if (bytes <= 0) checkArray(arrayRecord(data, dtype, bytes), parent, key);
   return viewSlice(data);
 }
 
@@ -32,17 +32,7 @@ export function cloneArray(data: TypedArray, parent: Frame | null, key: unknown)
  * checks them (MtcError with the path otherwise).
  */
 export function cloneTensor(leaf: Tensor, parent: Frame | null, key: unknown): Tensor {
-  const data = leaf.data; // read once: a getter may give another array each time
-  const dtype = leaf.dtype;
-  let shape = leaf.shape;
-  let elements: number;
-  if (shape === constructedShape(leaf)) elements = constructedSize(leaf);
-  else {
-    shape = reassignedShape(shape, parent, key);
-    elements = elementCount(shape);
-  }
-  const bytes = viewByteLength(data);
-  if (bytes !== elements * DTYPE_SIZE[dtype]) throw shapeMismatch(parent, key, data, shape, dtype, elements);
-  if (bytes === 0) checkReadable(parent, key, data, viewBuffer(data)); // no elements: released or detached?
-  return trustedTensor(viewSlice(data), shape, dtype);
+  const r = readTensor(leaf, undefined);
+  checkDense(r, parent, key);
+  return trustedTensor(viewSlice(r.data), r.shape!, r.dtype);
 }

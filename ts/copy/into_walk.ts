@@ -10,37 +10,19 @@
  * @module
  */
 
-import { isResizable, viewBuffer, viewByteLength, viewByteOffset, viewElementBytes, viewSlice, viewSubarray } from "../base/views.ts";
+import { isResizable, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, type MtcError } from "../base/errors.ts";
 import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
-import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
-import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
-import { checkedShape, elementCount, vectorShape } from "../tensor/shape.ts";
-import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
-import { constructedShape, constructedSize, releasedData, Tensor } from "../tensor/tensor.ts";
+import { DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
 import { LEAF_PINNED, type PointerOf, putLeaf } from "./describe.ts";
+import { overlaps, readSide, type Side, share, spaceOf } from "./into_side.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
 import { Traversal } from "./traversal.ts";
 
 const LEAF_WORDS = 10; // sizeof(mtc_leaf) / 4
 const TWO_32 = 4294967296;
-
-
-/** One side of a leaf pair, as read once. */
-interface Side {
-  /** Host memory: the view the copy reads or writes. */
-  readonly view: TypedArray | undefined;
-  /** DeviceTensor: its address and device. */
-  readonly address: number;
-  readonly device: number;
-  readonly dtype: DType;
-  readonly shape: readonly number[];
-  readonly bytes: number;
-  /** A strided source: its layout in bytes, dimensions of extent 1 left out (else undefined). */
-  readonly layout?: { readonly shape: number[]; readonly byteStrides: number[] };
-}
 
 /** What the walk of a copyInto gives: the traversal (sources, paths, held objects) and the destination descriptors. */
 export interface IntoWalk {
@@ -53,92 +35,6 @@ export interface IntoWalk {
   readonly target: number;
   /** Each destination's mtc_block (a DeviceTensor of libmtc's), or 0 (host memory, DLPack imports). */
   readonly destinationBlocks: number[];
-}
-
-/** A tensor leaf as copyInto sees it, or undefined for anything else. */
-function readSide(v: unknown, node: PathNode | null, key: unknown, role: string): Side | undefined {
-  if (typeof v !== "object" || v === null) return undefined;
-  if (v instanceof DeviceTensor) {
-    // Its private state, never its public getters (a subclass may replace them).
-    if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(node, key), `the ${role} is `);
-    if (tensorDisposed(v)) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
-    return { view: undefined, address: tensorAddress(v), device: tensorDevice(v), dtype: tensorDType(v), shape: tensorShape(v), bytes: tensorBytes(v) };
-  }
-  if (v instanceof Tensor) {
-    let data = v.data; // read once: a getter may give another array each time
-    let shape: readonly number[] | undefined = v.shape;
-    let elements = 0;
-    if (shape === constructedShape(v)) elements = constructedSize(v);
-    else {
-      shape = checkedShape(shape); // reassigned or forged: checked and frozen here
-      if (shape !== undefined) elements = elementCount(shape);
-    }
-    if (viewByteLength(data) === 0) checkReleased(data, `the ${role} Tensor's`, node, key);
-    const strides = v.strides;
-    if (strides !== undefined) {
-      if (role !== "source") {
-        throw invalidArgument("the destination is a strided Tensor; copyInto writes dense destinations only", formatPath(node, key));
-      }
-      if (shape !== undefined && ArrayBuffer.isView(data) && isDType(v.dtype)) return stridedSource(v, data, shape, elements, strides, node, key);
-    }
-    if (shape === undefined || !ArrayBuffer.isView(data) || !isDType(v.dtype) || viewByteLength(data) !== elements * DTYPE_SIZE[v.dtype]) {
-      throw invalidArgument(`the ${role} Tensor's data, shape and dtype do not agree`, formatPath(node, key));
-    }
-    if (role === "source") data = fixed(data);
-    return { view: data, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: viewByteLength(data) };
-  }
-  if (ArrayBuffer.isView(v)) {
-    const dtype = naturalDType(v);
-    if (dtype === undefined) return undefined; // a DataView is no tensor
-    const view = role === "source" ? fixed(v as TypedArray) : v as TypedArray;
-    // The engine's byte length, never an own `length` or `byteLength` property.
-    const bytes = viewByteLength(view);
-    if (bytes === 0) checkReleased(view, `the ${role}'s`, node, key);
-    return { view, address: 0, device: DEVICE_CPU, dtype, shape: vectorShape(bytes / DTYPE_SIZE[dtype]), bytes };
-  }
-  return undefined;
-}
-
-/** A side in memory of the library's that was given back (a pinned output released, ...): an MtcError saying so. */
-function checkReleased(data: unknown, whose: string, node: PathNode | null, key: unknown): void {
-  const released = releasedData(data, whose);
-  if (released !== undefined) throw invalidArgument(released, formatPath(node, key));
-}
-
-/**
- * A strided source Tensor: the part of its data its layout reads, and the
- * layout in bytes for mtc_plan_set_leaf_layout (as startCopy describes it),
- * checked again here since fields can be reassigned after construction.
- */
-function stridedSource(v: Tensor, data: TypedArray, shape: readonly number[], elements: number, strides: readonly number[], node: PathNode | null, key: unknown): Side {
-  const elementSize = DTYPE_SIZE[v.dtype];
-  const problem = layoutProblem(shape, elements, strides, v.offset, Math.floor(viewByteLength(data) / elementSize));
-  if (problem !== null) throw invalidArgument(problem, formatPath(node, key));
-  const byteView = byteLayout(shape, strides, elementSize);
-  if (typeof byteView === "string") throw invalidArgument(byteView, formatPath(node, key));
-  const lanes = elementSize / viewElementBytes(data);
-  const [begin, end] = elements === 0 ? [v.offset, v.offset] : layoutSpan(shape, strides, v.offset);
-  const view = fixed(viewSubarray(data, begin * lanes, end * lanes));
-  const layout = byteView.shape.length > 0 ? byteView : undefined;
-  return { view, address: 0, device: DEVICE_CPU, dtype: v.dtype, shape, bytes: elements * elementSize, layout };
-}
-
-/**
- * A source on a resizable ArrayBuffer is copied from a snapshot of its own,
- * so resizing the caller's buffer while the copy runs cannot pull memory
- * from under it (as startCopy does).
- */
-function fixed(data: TypedArray): TypedArray {
-  return isResizable(viewBuffer(data)) && viewByteLength(data) > 0 ? viewSlice(data) : data;
-}
-
-/** A DeviceTensor's block lives until the copy is over: the traversal holds a share. Returns the mtc_block, or 0. */
-function share(t: Traversal, tensor: unknown): number {
-  const holder = tensor instanceof DeviceTensor ? holderOf(tensor) : null;
-  if (holder === null) return 0;
-  holder.acquire();
-  t.shares.push(holder);
-  return holder.block;
 }
 
 function where(device: number): string {
@@ -156,19 +52,6 @@ interface Range {
   readonly begin: number;
   readonly end: number;
   readonly leaf: number;
-}
-
-function rangeOf(side: Side, leaf: number): Range {
-  if (side.view !== undefined) {
-    // The bytes the view spans: a strided source's may be more or fewer than it copies.
-    const begin = viewByteOffset(side.view);
-    return { space: viewBuffer(side.view), begin, end: begin + viewByteLength(side.view), leaf };
-  }
-  return { space: side.device, begin: side.address, end: side.address + side.bytes, leaf };
-}
-
-function overlaps(a: Range, b: Range): boolean {
-  return a.space === b.space && a.begin < b.end && b.begin < a.end;
 }
 
 /** The destination descriptors of the last copyInto, for the next (null while in use). */
@@ -279,23 +162,22 @@ class PairWalk {
   }
 
   leaf(src: Side, s: object, d: unknown, node: PathNode | null, key: unknown): void {
-    const path = () => formatPath(node, key);
     const dst = readSide(d, node, key, "destination");
     if (dst === undefined) {
       const other = otherCopyMark(d);
-      if (other !== undefined) throw otherCopyError(other, path(), "the destination is ");
-      throw invalidArgument(`no destination for this leaf (the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} here)`, path());
+      if (other !== undefined) throw otherCopyError(other, formatPath(node, key), "the destination is ");
+      throw invalidArgument(`no destination for this leaf (the destination has ${d === undefined ? "nothing" : `a ${typeName(d)}`} here)`, formatPath(node, key));
     }
-    if (dst.dtype !== src.dtype) throw invalidArgument(`the destination's dtype is ${dst.dtype} but the leaf's is ${src.dtype}`, path());
+    if (dst.dtype !== src.dtype) throw invalidArgument(`the destination's dtype is ${dst.dtype} but the leaf's is ${src.dtype}`, formatPath(node, key));
     if (!sameShape(dst.shape, src.shape)) {
-      throw invalidArgument(`the destination's shape is [${dst.shape.join(", ")}] but the leaf's is [${src.shape.join(", ")}]`, path());
+      throw invalidArgument(`the destination's shape is [${dst.shape.join(", ")}] but the leaf's is [${src.shape.join(", ")}]`, formatPath(node, key));
     }
     if (this.target === undefined) this.target = dst.device;
     else if (dst.device !== this.target) {
-      throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(this.target)}`, path());
+      throw invalidArgument(`the destination is in ${where(dst.device)} but the destinations before it are in ${where(this.target)}`, formatPath(node, key));
     }
-    if (dst.view !== undefined && isResizable(viewBuffer(dst.view))) {
-      throw invalidArgument("the destination's ArrayBuffer is resizable; copyInto writes only fixed-length buffers", path());
+    if (dst.buffer !== undefined && isResizable(dst.buffer)) {
+      throw invalidArgument("the destination's ArrayBuffer is resizable; copyInto writes only fixed-length buffers", formatPath(node, key));
     }
     const t = this.t;
     const i = t.count++;
@@ -307,27 +189,27 @@ class PairWalk {
     share(t, s);
     this.destinationBlocks.push(share(t, d));
     // Pinned memory of ours on either side: C marks its block busy until the copy is over.
-    const srcFlags = src.view !== undefined && t.holdPinned(viewBuffer(src.view)) ? LEAF_PINNED : 0;
-    const dstFlags = dst.view !== undefined && t.holdPinned(viewBuffer(dst.view)) ? LEAF_PINNED : 0;
+    const srcFlags = src.buffer !== undefined && t.holdPinned(src.buffer) ? LEAF_PINNED : 0;
+    const dstFlags = dst.buffer !== undefined && t.holdPinned(dst.buffer) ? LEAF_PINNED : 0;
     if (src.device !== DEVICE_CPU && !t.sourceDevices.includes(src.device)) t.sourceDevices.push(src.device);
     const size = DTYPE_SIZE[src.dtype];
     t.descriptors.words = putLeaf(t.descriptors.words, i, this.address(src), src.bytes, src.device, size, srcFlags);
     this.destinationWords = putLeaf(this.destinationWords, i, this.address(dst), dst.bytes, dst.device, size, dstFlags);
     if (src.layout !== undefined && src.bytes > 0) (t.layouts ??= []).push({ index: i, shape: src.layout.shape, byteStrides: src.layout.byteStrides });
     if (src.bytes > 0) {
-      const range = rangeOf(dst, i);
       // Host and device memory never overlap: only a pair on one device is compared.
-      if (src.device === dst.device && overlaps(range, rangeOf(src, i))) throw invalidArgument("the destination overlaps the leaf itself", path());
-      if (range.space !== this.lastSpace || range.begin < this.lastEnd) this.inOrder = this.lastSpace === undefined;
-      this.lastSpace = range.space;
-      this.lastEnd = range.end;
+      if (src.device === dst.device && overlaps(dst, src)) throw invalidArgument("the destination overlaps the leaf itself", formatPath(node, key));
+      const space = spaceOf(dst);
+      if (space !== this.lastSpace || dst.begin < this.lastEnd) this.inOrder = this.lastSpace === undefined;
+      this.lastSpace = space;
+      this.lastEnd = dst.end;
     }
   }
 
-  /** A side's address: a DeviceTensor's, a host view's now (Bun), or 0 until the bulk write (Deno). */
+  /** A side's address: a DeviceTensor's, a host view's now (pointerOf), or 0 until the bulk write at submit. */
   address(side: Side): number {
-    if (side.view === undefined) return side.address;
-    return this.pointerOf === null ? 0 : this.pointerOf(side.view, true); // readSide read .buffer
+    if (side.view === undefined) return side.begin;
+    return this.pointerOf === null ? 0 : this.pointerOf(side.view, true); // readSide read its .buffer
   }
 }
 

@@ -99,8 +99,8 @@ export function startCopyWith<T, D extends Device>(
   const resolved = resolveOptions(options);
   const lib = library();
   if (target === CURRENT_CUDA) target = currentCudaDevice(lib.symbols);
-  // Deno reads host addresses in bulk at submit; Bun reads each in the walk.
-  const bulk = lib.backend.runtime === "deno" && lib.symbols.mtc_leaves_set_addresses !== undefined;
+  // Host addresses are read at submit, eight leaves a call (a libmtc without that call: one by one in the walk).
+  const bulk = lib.symbols.mtc_leaves_set_addresses !== undefined;
   // Module buffers, unless a getter on a leaf is starting this copy inside another.
   const d = takeDescriptors();
   let record: PlanRecord;

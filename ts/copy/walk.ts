@@ -158,15 +158,16 @@ function checkContainer(f: Frame): void {
  */
 function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, state: WalkState, pointerOf: PointerOf | null): unknown {
   if (v instanceof Tensor) {
-    if (t.target === DEVICE_CPU && v.strides === undefined) { // strided: copied dense
+    const strides = v.strides; // read once, here: describe is handed what was read
+    if (t.target === DEVICE_CPU && strides === undefined) { // strided: copied dense
       return t.copyHostLeaves ? cloneTensor(v, parent, key) : reuse(t, v);
     }
-    return describeTensor(t, v, parent, key, pointerOf);
+    return describeTensor(t, v, strides, parent, key, pointerOf);
   }
   if (ArrayBuffer.isView(v)) {
     const dtype = naturalDType(v);
     if (dtype === undefined) return v; // a DataView passes through
-    if (t.target === DEVICE_CPU) return t.copyHostLeaves ? cloneArray(v as TypedArray, parent, key) : reuse(t, v);
+    if (t.target === DEVICE_CPU) return t.copyHostLeaves ? cloneArray(v as TypedArray, dtype, parent, key) : reuse(t, v);
     return describeArray(t, v as TypedArray, dtype, parent, key, pointerOf);
   }
   if (v instanceof DeviceTensor) {

@@ -91,10 +91,15 @@ export function elementCount(shape: readonly number[]): number {
 export function checkedShape(shape: unknown): readonly number[] | undefined {
   if (!Array.isArray(shape)) return undefined;
   const copy = shape.slice() as unknown[];
-  for (const extent of copy) {
-    if (!Number.isSafeInteger(extent) || (extent as number) < 0) return undefined;
+  return areExtents(copy) ? frozenShape(copy) : undefined;
+}
+
+/** True when every entry of a plain array (the caller's shape, copied) is an extent: an integer >= 0. */
+export function areExtents(values: readonly unknown[]): values is readonly number[] {
+  for (const extent of values) {
+    if (!Number.isSafeInteger(extent) || (extent as number) < 0) return false;
   }
-  return frozenShape(copy as number[]);
+  return true;
 }
 
 /**

@@ -257,7 +257,16 @@ export function markReleased(buffer: ArrayBufferLike, what: string, how: string)
  */
 export function releasedData(data: unknown, whose: string): string | undefined {
   if (viewByteLength(data) !== 0) return undefined;
-  const gone = released.get(bufferUnder(data)!);
+  return releasedMemory(bufferUnder(data)!, whose);
+}
+
+/**
+ * @internal {@link releasedData} for the buffer of an empty typed array
+ * already read (a copy's record of a leaf): why it cannot be copied, or
+ * undefined when it is no memory of the library's given back.
+ */
+export function releasedMemory(buffer: ArrayBufferLike, whose: string): string | undefined {
+  const gone = released.get(buffer);
   if (gone === undefined) return undefined;
   return `${whose}${whose === "" ? "" : " "}${gone.what} was released (${gone.how}); it cannot be copied`;
 }
