@@ -3,7 +3,7 @@
 // sample is refused with its path before anything is copied; user code in
 // the batch cannot free what a prepared copy holds; a result is disposed per
 // block. Emulated driver, two devices.
-import { Arena, DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, prepareCopyInto, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { Arena, DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, prepareCopyInto, PreparedCopy, PreparedCopyInto, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { assertPoolsBack, checkBatch, patterned, poolMark } from "./fixtures/checks.ts";
@@ -289,3 +289,11 @@ test("the same arrays batch after batch: their new bytes are copied, a detached 
   checkBatch(await onHost(got), batch, null, "the replaced array");
   prepared.disposeResult(got);
 }, { skip });
+
+test("new PreparedCopy() and new PreparedCopyInto() are refused: only prepareCopy and prepareCopyInto make them", () => {
+  const Copy = PreparedCopy as unknown as new (...args: unknown[]) => unknown;
+  const Into = PreparedCopyInto as unknown as new (...args: unknown[]) => unknown;
+  const forged = { root: { what: 1, path: "", kind: 0, keys: [], length: 0, children: [] }, leaves: [], parents: [], keys: [] };
+  assertThrows(() => new Copy(Symbol("made by prepareCopy"), forged, 0, {}, new Uint32Array(10), new Uint8Array(0), 0x1234, null), MtcError, "made by prepareCopy");
+  assertThrows(() => new Into(Symbol("made by prepareCopyInto"), forged), MtcError, "made by prepareCopyInto");
+});

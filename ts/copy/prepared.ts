@@ -12,6 +12,7 @@
  * @module
  */
 
+import { markClass } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
@@ -30,6 +31,13 @@ import { currentCudaDevice } from "./submit.ts";
 import { type StridedLeaf, Traversal } from "./traversal.ts";
 import type { Copied } from "./types.ts";
 import { walk } from "./walk.ts";
+
+/** Only this module holds it: a PreparedCopy is made by prepareCopy, never around a template or a C pointer of the caller's. */
+const MADE_HERE = Symbol("made by prepareCopy");
+
+let makePrepared: (...fields: [
+  template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache,
+]) => PreparedCopy;
 
 /**
  * A copy prepared once from a sample batch; {@link PreparedCopy.start}
@@ -57,8 +65,23 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   readonly #layouts: StridedLeaf[] | null;
   #disposed = false;
 
-  /** @internal Made by prepareCopy. */
-  constructor(template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache) {
+  static {
+    markClass(this, "PreparedCopy");
+    makePrepared = (...fields) => new PreparedCopy(MADE_HERE, ...fields);
+  }
+
+  /** Made by {@link prepareCopy} only: `new PreparedCopy()` throws MtcError. */
+  private constructor(
+    made: symbol,
+    template: Template,
+    target: number,
+    options: Required<CopyOptions>,
+    words: Uint32Array,
+    flags: Uint8Array,
+    prepared: number,
+    cache: LeafCache,
+  ) {
+    if (made !== MADE_HERE) throw invalidArgument("new PreparedCopy(): a prepared copy is made by prepareCopy");
     this.#template = template;
     this.#target = target;
     this.#options = options;
@@ -233,7 +256,7 @@ export function prepareCopy<T, D extends Device>(sample: T, device: D, options?:
   const words = new Uint32Array(Math.max(1, count) * 10);
   for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
   const flags = new Uint8Array(count);
-  if (count === 0) return new PreparedCopy<T, D>(template, target, resolved, words, flags, 0, newLeafCache(0));
+  if (count === 0) return makePrepared(template, target, resolved, words, flags, 0, newLeafCache(0)) as PreparedCopy<T, D>;
   // The sample itself, read as a batch: its descriptors are the template's.
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
@@ -245,7 +268,7 @@ export function prepareCopy<T, D extends Device>(sample: T, device: D, options?:
     commitCache(r);
     for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
     t.layouts = layoutsOf(template);
-    return new PreparedCopy<T, D>(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null), cache);
+    return makePrepared(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null), cache) as PreparedCopy<T, D>;
   } finally {
     t.dropShares();
   }

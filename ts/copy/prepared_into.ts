@@ -10,6 +10,7 @@
  * @module
  */
 
+import { markClass } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import type { BlockHolder } from "../gpu/block.ts";
@@ -25,6 +26,14 @@ import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } fr
 import { createPrepared, type IntoSide, PreparedLayout, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
 import { buildTemplate, layoutsOf, type Template } from "./prepared_template.ts";
 import { leafPath, Traversal } from "./traversal.ts";
+
+/** Only this module holds it: a PreparedCopyInto is made by prepareCopyInto, never around a template or a C pointer of the caller's. */
+const MADE_HERE = Symbol("made by prepareCopyInto");
+
+let makePreparedInto: (...fields: [
+  template: Template, destination: unknown, destinations: DeviceTensor[], target: number, options: Required<CopyOptions>,
+  into: IntoSide, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache,
+]) => PreparedCopyInto;
 
 /**
  * A copyInto prepared once from a sample source and its destination;
@@ -50,8 +59,14 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   readonly #cache: LeafCache;
   #disposed = false;
 
-  /** @internal Made by prepareCopyInto. */
-  constructor(
+  static {
+    markClass(this, "PreparedCopyInto");
+    makePreparedInto = (...fields) => new PreparedCopyInto(MADE_HERE, ...fields);
+  }
+
+  /** Made by {@link prepareCopyInto} only: `new PreparedCopyInto()` throws MtcError. */
+  private constructor(
+    made: symbol,
     template: Template,
     destination: D,
     destinations: DeviceTensor[],
@@ -63,6 +78,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     prepared: number,
     cache: LeafCache,
   ) {
+    if (made !== MADE_HERE) throw invalidArgument("new PreparedCopyInto(): a prepared copy is made by prepareCopyInto");
     this.#template = template;
     this.#destination = destination;
     this.#destinations = destinations;
@@ -213,7 +229,7 @@ export function prepareCopyInto<S, D>(sample: S, destination: D, options?: CopyO
     for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
     t.layouts = layoutsOf(template);
     const prepared = count === 0 ? 0 : createPrepared(lib, target, resolved, t, words, count, into);
-    return new PreparedCopyInto<S, D>(template, destination, destinations, target, resolved, into, words, flags, prepared, cache);
+    return makePreparedInto(template, destination, destinations, target, resolved, into, words, flags, prepared, cache) as PreparedCopyInto<S, D>;
   } finally {
     t.dropShares();
   }
