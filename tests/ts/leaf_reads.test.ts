@@ -124,3 +124,11 @@ test("leaf reads: host addresses are read eight leaves a call, none for eight De
   }
   assertEquals(Object.fromEntries(calls), { mixed: 1, host: 3 }, "calls of mtc_leaves_set_addresses by copy");
 }, { skip: skipWithoutDriver, timeout: 60_000 });
+
+test("an array detached by a getter read after it is refused with its path, saying so", () => {
+  const victim = new Int32Array([1, 2, 3, 4]);
+  const batch: Record<string, unknown> = { a: victim };
+  Object.defineProperty(batch, "b", { enumerable: true, get: () => (structuredClone(victim.buffer, { transfer: [victim.buffer] }), new Int32Array(4)) });
+  const e = assertThrows(() => startCopy(batch, "cuda:0"), MtcError, "detached or shrunk while the batch was read");
+  assertSame(e.path, ".a");
+}, { skip: skipWithoutDriver });

@@ -7,7 +7,8 @@
  * @module
  */
 
-import { MtcError, Status, statusName } from "../base/errors.ts";
+import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { viewByteLength } from "../base/views.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { requireSymbol } from "../ffi/library.ts";
 import type { NativeSymbols } from "../ffi/symbols.ts";
@@ -17,7 +18,7 @@ import { writeAddresses } from "./describe.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
 import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { encodeLayout, LAYOUT_SIZE } from "./layout_record.ts";
-import type { Traversal } from "./traversal.ts";
+import { leafPath, type Traversal } from "./traversal.ts";
 
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
 const optionsView = new DataView(optionsBytes.buffer);
@@ -78,6 +79,18 @@ export function setLayouts(sym: NativeSymbols, plan: number, t: Traversal): void
 }
 
 /**
+ * When C refused a host leaf whose array now reads as empty (a getter later
+ * in the batch detached or shrank it: its address read as 0), the error
+ * that says so, with its path; else undefined.
+ */
+function detachedError(sym: NativeSymbols, plan: number, t: Traversal): MtcError | undefined {
+  const leaf = sym.mtc_plan_error_leaf(plan);
+  const view = leaf >= 0 && leaf < t.count ? t.views[leaf] : undefined;
+  if (view === undefined || viewByteLength(view) !== 0) return undefined;
+  return invalidArgument("its ArrayBuffer was detached or shrunk while the batch was read (by a getter in it?); nothing was copied", leafPath(t, leaf));
+}
+
+/**
  * Creates, fills and submits the plan of walk `t` (which listed at least
  * one leaf). The record holds the walk, and with it the inputs, until the
  * plan is released; on failure the plan is released and the error thrown.
@@ -102,7 +115,7 @@ export function submitPlan(
   try {
     if (addressesInBulk) writeAddresses(lib, t);
     let status = sym.mtc_plan_add_leaves(plan, t.descriptors.words, t.count);
-    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
+    if (status !== Status.MTC_OK) throw detachedError(sym, plan, t) ?? planError(sym, plan, status, t);
     if (t.layouts !== null) setLayouts(sym, plan, t);
     if (openScopes !== 0 || streams !== null) bindStreams(sym, plan, t.target, t.sourceDevices, streams);
     status = sym.mtc_plan_submit(plan);
