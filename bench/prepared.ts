@@ -14,7 +14,7 @@
  * S1r's extra series: disposeResult of a result (the documented per-block
  * dispose) beside disposeAll of a plain result.
  */
-import { Arena, copyInto, DeviceTensor, disposeAll, prepareCopy, prepareCopyInto, startCopy } from "../ts/mod.ts";
+import { Arena, copyInto, type DeviceTensor, disposeAll, prepareCopy, prepareCopyInto, startCopy } from "../ts/mod.ts";
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
 import type { ScenarioResult, Series } from "./report.ts";
 

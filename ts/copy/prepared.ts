@@ -17,18 +17,25 @@ import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
 import { releasePinned } from "../tensor/host_output.ts";
-import { DTYPE_SIZE } from "../tensor/dtype.ts";
 import type { ResultGroup } from "../tensor/result_group.ts";
-import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
+import { releaseDescriptors, takeDescriptors } from "./describe.ts";
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { createPrepared, PreparedLayout, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
-import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
+import { type LeafCache, newLeafCache } from "./prepared_check.ts";
+import {
+  createPrepared,
+  pinnedFlags,
+  type PreparedBatch,
+  PreparedLayout,
+  readPrepared,
+  submitOwnPlan,
+  submitPrepared,
+  templateWords,
+} from "./prepared_plan.ts";
 import { settlePreparedDevice, settlePreparedHost } from "./prepared_result.ts";
-import { buildTemplate, DEVICE, layoutsOf, REUSED, type Template, type TemplateNode } from "./prepared_template.ts";
+import { buildTemplate, type Template } from "./prepared_template.ts";
 import { currentCudaDevice } from "./submit.ts";
-import { type StridedLeaf, Traversal } from "./traversal.ts";
 import type { Copied } from "./types.ts";
 import { walk } from "./walk.ts";
 
@@ -54,15 +61,10 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   #spare: Uint32Array | null;
   /** The sample's pinned flag, leaf by leaf: a batch that differs goes through a plain plan. */
   readonly #sampleFlags: Uint8Array;
-  readonly #paths: readonly string[];
-  readonly #sourceDevices: readonly number[];
-  readonly #reused: number;
   /** Results not yet disposed through disposeResult: a device result's group, a host result's pinned buffers. */
   readonly #results = new WeakMap<object, ResultGroup | ArrayBuffer[]>();
   /** Each host leaf's array of the last batch, and its address. */
   readonly #cache: LeafCache;
-  /** The strided leaves' layouts (null: none). */
-  readonly #layouts: StridedLeaf[] | null;
   #disposed = false;
 
   static {
@@ -89,11 +91,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     this.#spare = words.slice();
     this.#sampleFlags = flags;
     this.#prepared = new PreparedLayout(prepared);
-    this.#paths = template.leaves.map((leaf) => leaf.path);
-    this.#sourceDevices = [...new Set(template.leaves.filter((leaf) => leaf.what === DEVICE).map((leaf) => leaf.device))];
-    this.#reused = countReused(template.root);
     this.#cache = cache;
-    this.#layouts = layoutsOf(template);
   }
 
   /** The leaves each batch copies. */
@@ -116,41 +114,33 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopy.start: this prepared copy was disposed");
     const lib = library();
     const template = this.#template;
-    const count = template.leaves.length;
     const words = this.#spare ?? this.#words.slice(); // in use: a getter in the batch started a copy of this one
     this.#spare = null;
-    const t = new Traversal(this.#target, { words });
-    const bulk = usesBulkAddresses(lib);
-    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target, this.#cache);
     let record: PlanRecord | null = null;
+    let read: PreparedBatch | null = null;
     try {
-      const root = readBatch(template, batch, r, this.#sampleFlags);
-      if (count === 0) return newHandle<Copied<T, D>>(null, this.#target, root as Copied<T, D>, this.#reused);
-      if (bulk) writeAddressesOf(lib, words, r.bulk, count);
-      commitCache(r);
-      t.count = count;
-      t.paths = this.#paths;
-      t.layouts = this.#layouts;
-      for (const device of this.#sourceDevices) t.sourceDevices.push(device);
+      read = readPrepared(lib, template, batch, this.#target, words, this.#cache, this.#sampleFlags);
+      const { t, r, root } = read;
+      if (t.count === 0) return newHandle<Copied<T, D>>(null, this.#target, root as Copied<T, D>, template.reused);
       t.pageableResults = !this.#options.usePinnedStaging;
       t.build = (results) => this.#settle(lib, r.places, root, results);
       record = this.#prepared.handle !== 0 && r.flagsChanged === 0
         ? submitPrepared(lib, this.#prepared.handle, t, words, null)
         : submitOwnPlan(lib, this.#options, t, words, null);
     } catch (e) {
-      if (record === null) t.dropShares();
+      if (record === null) read?.t.dropShares();
       throw e;
     } finally {
       this.#spare = words; // C has copied the descriptors
     }
-    return newHandle<Copied<T, D>>(record, this.#target, undefined, this.#reused);
+    return newHandle<Copied<T, D>>(record, this.#target, undefined, template.reused);
   }
 
   #settle(lib: MtcLibrary, places: readonly (object | null)[], root: unknown, results: Uint32Array): unknown {
     if (this.#target < 0) {
-      const value = settlePreparedHost(lib, this.#template, places, root, results, !this.#options.usePinnedStaging);
-      if (typeof value === "object" && value !== null) this.#results.set(value, collectBuffers(value));
-      return value;
+      const settled = settlePreparedHost(lib, this.#template, places, root, results, !this.#options.usePinnedStaging);
+      if (typeof settled.root === "object" && settled.root !== null) this.#results.set(settled.root, settled.buffers);
+      return settled.root;
     }
     const settled = settlePreparedDevice(this.#template, places, root, results, this.#target);
     if (typeof settled.root === "object" && settled.root !== null) this.#results.set(settled.root, settled.group);
@@ -193,30 +183,6 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   }
 }
 
-/** The pinned buffers a host result's leaves view (one per block). */
-function collectBuffers(value: object): ArrayBuffer[] {
-  const buffers = new Set<ArrayBuffer>();
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v !== "object" || v === null) continue;
-    if (ArrayBuffer.isView(v)) buffers.add(v.buffer as ArrayBuffer);
-    else if (Array.isArray(v)) stack.push(...v);
-    else if (v instanceof Map) stack.push(...v.values());
-    else if ("data" in v && ArrayBuffer.isView((v as { data: unknown }).data)) buffers.add(((v as { data: ArrayBufferView }).data).buffer as ArrayBuffer);
-    else if (Object.getPrototypeOf(v) === Object.prototype) stack.push(...Object.values(v));
-  }
-  return [...buffers];
-}
-
-function countReused(node: TemplateNode): number {
-  if (node.what === REUSED) return 1;
-  if (node.what !== 1) return 0;
-  let n = 0;
-  for (const child of node.children) n += countReused(child);
-  return n;
-}
-
 /**
  * Prepares copies to `device` of batches with the structure of `sample`:
  * the same containers with the same keys in the same order, array lengths,
@@ -253,22 +219,14 @@ export function prepareCopy<T, D extends Device>(sample: T, device: D, options?:
   }
   const template = buildTemplate(sample, target);
   const count = template.leaves.length;
-  const words = new Uint32Array(Math.max(1, count) * 10);
-  for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
-  const flags = new Uint8Array(count);
-  if (count === 0) return makePrepared(template, target, resolved, words, flags, 0, newLeafCache(0)) as PreparedCopy<T, D>;
-  // The sample itself, read as a batch: its descriptors are the template's.
-  const t = new Traversal(target, { words });
-  const bulk = usesBulkAddresses(lib);
+  const words = templateWords(template);
   const cache = newLeafCache(count);
-  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
+  if (count === 0) return makePrepared(template, target, resolved, words, new Uint8Array(0), 0, cache) as PreparedCopy<T, D>;
+  // The sample itself, read as a batch: its descriptors are the template's.
+  const { t } = readPrepared(lib, template, sample, target, words, cache, null);
   try {
-    readBatch(template, sample, r, null);
-    if (bulk) writeAddressesOf(lib, words, r.bulk, count);
-    commitCache(r);
-    for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
-    t.layouts = layoutsOf(template);
-    return makePrepared(template, target, resolved, words, flags, createPrepared(lib, target, resolved, t, words, count, null), cache) as PreparedCopy<T, D>;
+    const prepared = createPrepared(lib, target, resolved, t, words, count, null);
+    return makePrepared(template, target, resolved, words, pinnedFlags(words, count), prepared, cache) as PreparedCopy<T, D>;
   } finally {
     t.dropShares();
   }

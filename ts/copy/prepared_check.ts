@@ -18,7 +18,7 @@ import { naturalDType, storageElementBytes, type TypedArray } from "../tensor/dt
 import { showShape } from "../tensor/shape.ts";
 import { releasedData, Tensor } from "../tensor/tensor.ts";
 import { LEAF_BYTES, LEAF_PINNED, type PointerOf } from "./describe.ts";
-import { ARRAY, MAP, OBJECT } from "./path.ts";
+import { ARRAY, OBJECT } from "./path.ts";
 import { CONTAINER, type ContainerNode, DEVICE, HOST, kindOf, type LeafNode, PASS, REUSED, type ReusedNode, STRIDED, type Template, type TemplateNode } from "./prepared_template.ts";
 import { setValue, type Traversal } from "./traversal.ts";
 
@@ -107,14 +107,12 @@ export function readBatch(template: Template, batch: unknown, r: BatchRead, samp
     throw firstWrongLength(template, r) ?? e; // an array read before the place that differs differs first
   }
   const views = r.t.views;
-  const leaves = template.leaves;
-  for (let i = 0; i < leaves.length; i++) {
+  for (let i = 0; i < views.length; i++) {
     const view = views[i];
     if (view === undefined) continue;
-    const leaf = leaves[i]!;
-    const bytes = viewByteLength(view);
-    if (bytes !== viewBytesOf(leaf)) throw bytesDiffer(leaf, view, bytes);
-    hostLeaf(leaf, view, r, sampleFlags);
+    const wrong = wrongLength(template.leaves[i]!, view);
+    if (wrong !== undefined) throw wrong;
+    hostLeaf(template.leaves[i]!, view, r, sampleFlags);
   }
   return root;
 }
@@ -124,12 +122,16 @@ function firstWrongLength(template: Template, r: BatchRead): Error | undefined {
   const views = r.t.views;
   for (let i = 0; i < views.length; i++) {
     const view = views[i];
-    if (view === undefined) continue;
-    const leaf = template.leaves[i]!;
-    const bytes = viewByteLength(view);
-    if (bytes !== viewBytesOf(leaf)) return bytesDiffer(leaf, view, bytes);
+    const wrong = view === undefined ? undefined : wrongLength(template.leaves[i]!, view);
+    if (wrong !== undefined) return wrong;
   }
   return undefined;
+}
+
+/** The error for a host leaf's array that the engine measures at another byte length than the sample's, or undefined. */
+function wrongLength(leaf: LeafNode, view: TypedArray): Error | undefined {
+  const bytes = viewByteLength(view);
+  return bytes === viewBytesOf(leaf) ? undefined : bytesDiffer(leaf, view, bytes);
 }
 
 /** The bytes of the array a host leaf's copy reads: its own, or a strided leaf's storage span. */

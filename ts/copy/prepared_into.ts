@@ -16,16 +16,25 @@ import { library, requireSymbol } from "../ffi/library.ts";
 import type { BlockHolder } from "../gpu/block.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { type DeviceTensor, holderOf, tensorDisposed } from "../tensor/device_tensor.ts";
-import { putLeaf, releaseDescriptors, takeDescriptors, writeAddressesOf } from "./describe.ts";
-import { DTYPE_SIZE } from "../tensor/dtype.ts";
+import { releaseDescriptors, takeDescriptors } from "./describe.ts";
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { commitCache, type LeafCache, newBatchRead, newLeafCache, readBatch } from "./prepared_check.ts";
-import { createPrepared, type IntoSide, PreparedLayout, submitOwnPlan, submitPrepared, usesBulkAddresses } from "./prepared_plan.ts";
-import { buildTemplate, layoutsOf, type Template } from "./prepared_template.ts";
-import { leafPath, Traversal } from "./traversal.ts";
+import { type LeafCache, newLeafCache } from "./prepared_check.ts";
+import {
+  createPrepared,
+  type IntoSide,
+  pinnedFlags,
+  type PreparedBatch,
+  PreparedLayout,
+  readPrepared,
+  submitOwnPlan,
+  submitPrepared,
+  templateWords,
+} from "./prepared_plan.ts";
+import { buildTemplate, type Template } from "./prepared_template.ts";
+import { leafPath } from "./traversal.ts";
 
 /** Only this module holds it: a PreparedCopyInto is made by prepareCopyInto, never around a template or a C pointer of the caller's. */
 const MADE_HERE = Symbol("made by prepareCopyInto");
@@ -53,7 +62,6 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   readonly #words: Uint32Array;
   #spare: Uint32Array | null;
   readonly #sampleFlags: Uint8Array;
-  readonly #paths: readonly string[];
   readonly #prepared: PreparedLayout;
   /** Each host leaf's array of the last source, and its address. */
   readonly #cache: LeafCache;
@@ -89,7 +97,6 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     this.#words = words;
     this.#spare = words.slice();
     this.#sampleFlags = flags;
-    this.#paths = template.leaves.map((leaf) => leaf.path);
     this.#prepared = new PreparedLayout(prepared);
     this.#cache = cache;
   }
@@ -110,41 +117,33 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopyInto.start: this prepared copy was disposed");
     const lib = library();
     const template = this.#template;
-    const count = template.leaves.length;
     const words = this.#spare ?? this.#words.slice();
     this.#spare = null;
-    const t = new Traversal(this.#target, { words });
-    const bulk = usesBulkAddresses(lib);
     let record: PlanRecord | null = null;
+    let read: PreparedBatch | null = null;
     try {
-      const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, this.#target, this.#cache);
-      readBatch(template, source, r, this.#sampleFlags);
-      if (count === 0) return newHandle<D>(null, this.#target, this.#destination);
+      read = readPrepared(lib, template, source, this.#target, words, this.#cache, this.#sampleFlags);
+      const { t, r } = read;
+      if (t.count === 0) return newHandle<D>(null, this.#target, this.#destination);
       // After the source's getters ran: none of them disposed a destination.
       const destinations = this.#destinations;
-      for (let i = 0; i < count; i++) {
+      for (let i = 0; i < destinations.length; i++) {
         if (tensorDisposed(destinations[i]!)) {
-          throw new MtcError(Status.MTC_ERR_INVALID_STATE, "the destination DeviceTensor was disposed; the prepared copy cannot write it", { path: this.#paths[i] });
+          throw new MtcError(Status.MTC_ERR_INVALID_STATE, "the destination DeviceTensor was disposed; the prepared copy cannot write it", { path: template.paths[i] });
         }
       }
       for (const holder of this.#holders) {
         holder.acquire(); // the destination blocks live until the copy is over
         t.shares.push(holder);
       }
-      if (bulk) writeAddressesOf(lib, words, r.bulk, count);
-      commitCache(r);
-      t.count = count;
-      t.paths = this.#paths;
       t.intoNodes = []; // the result is the destination, as it is
       t.root[0] = this.#destination;
-      t.layouts = layoutsOf(template);
-      for (const leaf of template.leaves) if (leaf.device !== DEVICE_CPU && !t.sourceDevices.includes(leaf.device)) t.sourceDevices.push(leaf.device);
-      // The layout depends on which leaves lie in pinned memory: a batch whose differ gets a plan of its own.
+      // The layout depends on which leaves lie in pinned memory: a batch whose pinned leaves differ gets a plan of its own.
       record = this.#prepared.handle !== 0 && r.flagsChanged === 0
         ? submitPrepared(lib, this.#prepared.handle, t, words, this.#into)
         : submitOwnPlan(lib, this.#options, t, words, this.#into);
     } catch (e) {
-      if (record === null) t.dropShares();
+      if (record === null) read?.t.dropShares();
       throw e;
     } finally {
       this.#spare = words;
@@ -203,10 +202,10 @@ export function prepareCopyInto<S, D>(sample: S, destination: D, options?: CopyO
     words: w.destinationWords.slice(0, Math.max(1, w.t.count) * 10),
     blocks: w.t.sourceDevices.every((device) => device === target) ? null : w.destinationBlocks.slice(),
   };
-  const destinationFlags = w.destinationViews.some((view) => view !== undefined);
+  const hostDestinations = w.destinationViews.some((view) => view !== undefined);
   w.t.dropShares();
   releaseDestinationWords(w.destinationWords);
-  if (target === DEVICE_CPU || destinationFlags) {
+  if (target === DEVICE_CPU || hostDestinations) {
     throw invalidArgument("prepareCopyInto: the destinations must be DeviceTensors; for host destinations use copyInto");
   }
   const template = buildTemplate(sample, target, true);
@@ -215,21 +214,13 @@ export function prepareCopyInto<S, D>(sample: S, destination: D, options?: CopyO
   if (count !== destinations.length || template.leaves.some((leaf, i) => leaf.path !== walkPaths[i])) {
     throw invalidArgument("prepareCopyInto: the sample read differently the second time (a getter in it?); it cannot be prepared");
   }
-  const words = new Uint32Array(Math.max(1, count) * 10);
-  for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
-  const flags = new Uint8Array(count);
-  const t = new Traversal(target, { words });
-  const bulk = usesBulkAddresses(lib);
+  const words = templateWords(template);
+  const cache = newLeafCache(count);
+  if (count === 0) return makePreparedInto(template, destination, destinations, target, resolved, into, words, new Uint8Array(0), 0, cache) as PreparedCopyInto<S, D>;
+  const { t } = readPrepared(lib, template, sample, target, words, cache, null);
   try {
-    const cache = newLeafCache(count);
-    const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
-    readBatch(template, sample, r, null);
-    if (bulk) writeAddressesOf(lib, words, r.bulk, count);
-    commitCache(r);
-    for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
-    t.layouts = layoutsOf(template);
-    const prepared = count === 0 ? 0 : createPrepared(lib, target, resolved, t, words, count, into);
-    return makePreparedInto(template, destination, destinations, target, resolved, into, words, flags, prepared, cache) as PreparedCopyInto<S, D>;
+    const prepared = createPrepared(lib, target, resolved, t, words, count, into);
+    return makePreparedInto(template, destination, destinations, target, resolved, into, words, pinnedFlags(words, count), prepared, cache) as PreparedCopyInto<S, D>;
   } finally {
     t.dropShares();
   }

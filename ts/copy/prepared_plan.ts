@@ -15,7 +15,11 @@ import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
 import { newRecord, planError, type PlanRecord, releaseRecord, u64At } from "./plan_record.ts";
 import { bindStreams, setLayouts, submitPlan } from "./submit.ts";
 import { openScopes } from "../gpu/stream.ts";
-import type { Traversal } from "./traversal.ts";
+import { Traversal } from "./traversal.ts";
+import { putLeaf, writeAddressesOf } from "./describe.ts";
+import { DTYPE_SIZE } from "../tensor/dtype.ts";
+import { type BatchRead, commitCache, type LeafCache, newBatchRead, readBatch } from "./prepared_check.ts";
+import type { Template } from "./prepared_template.ts";
 
 const outWords = new Uint32Array(2);
 const optionsBytes = new Uint8Array(OPTIONS_SIZE);
@@ -54,8 +58,64 @@ export class PreparedLayout {
  * its data pointer at once). The check has read each view's buffer, which
  * in Bun keeps a small array's storage where it is.
  */
-export function usesBulkAddresses(lib: MtcLibrary): boolean {
+function usesBulkAddresses(lib: MtcLibrary): boolean {
   return lib.symbols.mtc_leaves_set_addresses !== undefined;
+}
+
+/** The descriptors of a template's leaves, with no address yet: what each batch writes its addresses into. */
+export function templateWords(template: Template): Uint32Array {
+  const words = new Uint32Array(Math.max(1, template.leaves.length) * 10);
+  for (const leaf of template.leaves) putLeaf(words, leaf.index, 0, leaf.bytes, leaf.device, DTYPE_SIZE[leaf.dtype]);
+  return words;
+}
+
+/** Each leaf's pinned flag in `words` (the sample's, once it was read). */
+export function pinnedFlags(words: Uint32Array, count: number): Uint8Array {
+  const flags = new Uint8Array(count);
+  for (let i = 0; i < count; i++) flags[i] = words[i * 10 + 9]!;
+  return flags;
+}
+
+/** One batch read for a prepared copy: its traversal, as C will see it, the read, and the output root. */
+export interface PreparedBatch {
+  readonly t: Traversal;
+  readonly r: BatchRead;
+  readonly root: unknown;
+}
+
+/**
+ * Reads `batch` against `template` for a copy to `target` into `words`:
+ * the check (prepared_check.ts), the host addresses (in bulk), `cache`
+ * brought up to date; `t` then holds what the copy holds and says what C
+ * needs (the leaf count, paths, layouts and source devices). On a throw,
+ * every share taken is dropped. `sampleFlags`: null when reading the sample.
+ */
+export function readPrepared(
+  lib: MtcLibrary,
+  template: Template,
+  batch: unknown,
+  target: number,
+  words: Uint32Array,
+  cache: LeafCache,
+  sampleFlags: Uint8Array | null,
+): PreparedBatch {
+  const t = new Traversal(target, { words });
+  const bulk = usesBulkAddresses(lib);
+  const count = template.leaves.length;
+  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
+  try {
+    const root = readBatch(template, batch, r, sampleFlags);
+    if (bulk) writeAddressesOf(lib, words, r.bulk, count);
+    commitCache(r);
+    t.count = count;
+    t.paths = template.paths;
+    t.layouts = template.layouts;
+    for (const device of template.sourceDevices) t.sourceDevices.push(device);
+    return { t, r, root };
+  } catch (e) {
+    t.dropShares();
+    throw e;
+  }
 }
 
 /** A copyInto's destinations, for its C plan. */

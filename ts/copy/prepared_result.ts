@@ -91,7 +91,8 @@ export function settlePreparedDevice(
 /**
  * Host target: each copied leaf (a DeviceTensor, or a strided Tensor copied
  * dense) becomes a view of the pinned block it landed in, one ArrayBuffer
- * per block (or JavaScript-owned copies, for pageable results).
+ * per block (or JavaScript-owned copies, for pageable results). Returns the
+ * root and the pinned buffers made (what disposing the result releases).
  */
 export function settlePreparedHost(
   lib: MtcLibrary,
@@ -100,7 +101,7 @@ export function settlePreparedHost(
   root: unknown,
   words: Uint32Array,
   pageable: boolean,
-): unknown {
+): { root: unknown; buffers: ArrayBuffer[] } {
   const leaves = template.leaves;
   const spans = new Map<number, { base: number; end: number; buffer: ArrayBuffer | null }>();
   for (let i = 0; i < leaves.length; i++) {
@@ -126,7 +127,8 @@ export function settlePreparedHost(
       : hostLeafView(spans.get(block)!.buffer!, u64At(words, at) - spans.get(block)!.base, leaf.dtype, leaf.shape, leaf.bytes / DTYPE_SIZE[leaf.dtype], natural);
     root = put(template, places, i, value, root);
   }
-  return root;
+  const buffers = pageable ? [] : [...spans.values()].map((span) => span.buffer!);
+  return { root, buffers };
 }
 
 function emptyOutput(dtype: DType, shape: readonly number[], natural: boolean): unknown {

@@ -84,13 +84,21 @@ export interface ReusedNode {
 
 export type TemplateNode = PassNode | ContainerNode | LeafNode | ReusedNode;
 
-/** The template of a sample, and its copied leaves in order. */
+/** The template of a sample, its copied leaves in order, and what each copy of it tells C. */
 export interface Template {
   readonly root: TemplateNode;
   readonly leaves: LeafNode[];
   /** For each copied leaf: the container it lies in (null: the root) and its key there. */
   readonly parents: (ContainerNode | null)[];
   readonly keys: unknown[];
+  /** Each copied leaf's path, for errors. */
+  readonly paths: string[];
+  /** The strided leaves' layouts, for mtc_plan_set_leaf_layout (null: none). */
+  layouts: StridedLeaf[] | null;
+  /** The devices of the DeviceTensor leaves copied (distinct), for the streams a copy binds. */
+  readonly sourceDevices: number[];
+  /** Leaves placed as they are (already where the copy goes). */
+  reused: number;
 }
 
 /** The error for a sample that cannot be prepared (the plain copy names these first: prepareCopy runs it on the sample before). */
@@ -103,8 +111,13 @@ function sampleError(path: string, why: string): Error {
  * into existing memory, which copies every leaf (none is reused).
  */
 export function buildTemplate(sample: unknown, target: number, into = false): Template {
-  const template: Template = { root: { what: PASS, path: "" }, leaves: [], parents: [], keys: [] };
+  const template: Template = { root: { what: PASS, path: "" }, leaves: [], parents: [], keys: [], paths: [], layouts: null, sourceDevices: [], reused: 0 };
   (template as { root: TemplateNode }).root = nodeOf(template, sample, into ? NO_TARGET : target, null, undefined, null, 0);
+  for (const leaf of template.leaves) {
+    template.paths.push(leaf.path);
+    if (leaf.layout !== null) (template.layouts ??= []).push(leaf.layout);
+    if (leaf.what === DEVICE && !template.sourceDevices.includes(leaf.device)) template.sourceDevices.push(leaf.device);
+  }
   return template;
 }
 
@@ -124,13 +137,13 @@ function nodeOf(
   if (typeof v !== "object" || v === null) return { what: PASS, path };
   if (v instanceof Tensor) {
     if (v.strides !== undefined) return stridedNode(template, v, path, parent, key);
-    if (target === DEVICE_CPU) return { what: REUSED, path, kind: "tensor" };
+    if (target === DEVICE_CPU) return reused(template, path, "tensor");
     return hostNode(template, v, path, parent, key);
   }
   if (ArrayBuffer.isView(v)) {
     const dtype = naturalDType(v);
     if (dtype === undefined) return { what: PASS, path }; // a DataView
-    if (target === DEVICE_CPU) return { what: REUSED, path, kind: "array" };
+    if (target === DEVICE_CPU) return reused(template, path, "array");
     const bytes = viewByteLength(v);
     if (bytes < 0) throw sampleError(path, "it claims to be a typed array but is none");
     return addLeaf(template, parent, key, { ...LEAF_DEFAULTS, what: HOST, path, index: 0, tensor: false, dtype, shape: vectorShape(bytes / DTYPE_SIZE[dtype]), bytes });
@@ -139,7 +152,7 @@ function nodeOf(
     if (!isDeviceTensor(v)) throw notADeviceTensor(path);
     if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", path);
     const device = tensorDevice(v);
-    if (device === target) return { what: REUSED, path, kind: "device" };
+    if (device === target) return reused(template, path, "device");
     return addLeaf(template, parent, key, {
       ...LEAF_DEFAULTS, what: DEVICE, path, index: 0, tensor: true, dtype: tensorDType(v), shape: tensorShape(v),
       bytes: tensorBytes(v), device, keepsTensor: tensorKeepsTensor(v),
@@ -174,6 +187,11 @@ function nodeOf(
     children.push(nodeOf(template, values[i], target, here, kind === ARRAY ? i : keys[i], node, depth + 1));
   }
   return node;
+}
+
+function reused(template: Template, path: string, kind: ReusedNode["kind"]): ReusedNode {
+  template.reused++;
+  return { what: REUSED, path, kind };
 }
 
 const LEAF_DEFAULTS = {
@@ -252,10 +270,4 @@ export function kindOf(v: unknown): string {
   if (Array.isArray(v)) return "an array";
   if (v instanceof Map) return "a Map";
   return isPlainObject(v) ? "an object" : `a ${(v as object).constructor?.name ?? "class instance"}`;
-}
-
-/** The strided leaves' layouts, for mtc_plan_set_leaf_layout (null: none). */
-export function layoutsOf(template: Template): StridedLeaf[] | null {
-  const layouts = template.leaves.filter((leaf) => leaf.layout !== null).map((leaf) => leaf.layout!);
-  return layouts.length === 0 ? null : layouts;
 }
