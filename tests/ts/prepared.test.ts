@@ -3,7 +3,7 @@
 // sample is refused with its path before anything is copied; user code in
 // the batch cannot free what a prepared copy holds; a result is disposed per
 // block. Emulated driver, two devices.
-import { Arena, DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, prepareCopyInto, PreparedCopy, PreparedCopyInto, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { Arena, type DeviceTensor, disposeAll, DTYPES, MtcError, pinnedTensor, prepareCopy, prepareCopyInto, PreparedCopy, PreparedCopyInto, startCopy, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { skipWithoutDriver, withCopyDelay } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 import { assertPoolsBack, checkBatch, patterned, poolMark } from "./fixtures/checks.ts";

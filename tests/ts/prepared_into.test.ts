@@ -3,7 +3,7 @@
 // would write, from host, arena and GPU sources; a source that differs, or
 // a destination disposed (by the caller or by a getter in the source), is
 // refused with its path before anything is written. Emulated driver.
-import { Arena, copyInto, DeviceTensor, disposeAll, MtcError, prepareCopyInto, startCopy, Tensor } from "../../ts/mod.ts";
+import { Arena, copyInto, type DeviceTensor, disposeAll, MtcError, prepareCopyInto, startCopy, Tensor } from "../../ts/mod.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assertSame, assertThrows, test } from "./harness.ts";
 import { assertPoolsBack, checkBatch, patterned, poolMark } from "./fixtures/checks.ts";
