@@ -104,6 +104,20 @@ export class MtcError extends Error {
   }
 }
 
+/**
+ * A Map's entries, read once through its iterator; an MtcError with `path`
+ * for a value that passes as a Map but cannot be read as one (a Proxy of a
+ * Map: the engine's Map methods refuse it with a bare TypeError).
+ */
+export function mapEntries(map: Map<unknown, unknown>, path: string): [unknown, unknown][] {
+  try {
+    return Array.from(map);
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e;
+    throw invalidArgument(`this Map cannot be read as one (a Proxy of a Map?): ${e.message}`, path);
+  }
+}
+
 /** Shorthand for an MTC_ERR_INVALID_ARGUMENT error. */
 export function invalidArgument(message: string, path?: string): MtcError {
   return new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, message, { path });

@@ -13,7 +13,7 @@ import { constructedShape, constructedSize, releasedData, Tensor, trustedTensor 
 import { checkedShape, elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, mapEntries, MtcError, Status } from "../base/errors.ts";
 import { isDetached, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import type { AsyncCopyHandle } from "./handle.ts";
 import type { CopyOptions } from "./options.ts";
@@ -203,7 +203,7 @@ function mirrorMap(value: Map<unknown, unknown>, node: Container | null, key: un
   enter(w, value, node, key);
   const out = new Map<unknown, unknown>();
   const here: Container = { parent: node, key, kind: MAP, output: out };
-  for (const [k, item] of [...value]) out.set(k, typeof item !== "object" || item === null ? item : visit(item, here, k, w));
+  for (const [k, item] of mapEntries(value, formatPath(node, key))) out.set(k, typeof item !== "object" || item === null ? item : visit(item, here, k, w));
   leave(w, value);
   return out;
 }

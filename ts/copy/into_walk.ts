@@ -12,7 +12,7 @@
 
 import { isResizable, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, type MtcError } from "../base/errors.ts";
+import { invalidArgument, mapEntries, type MtcError } from "../base/errors.ts";
 import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
 import { LEAF_PINNED, type PointerOf, putLeaf } from "./describe.ts";
@@ -139,7 +139,7 @@ class PairWalk {
       for (let k = 0; k < a.length; k++) this.visit(a[k], b[k], here, k);
     } else if (kind === MAP) {
       const b = d as Map<unknown, unknown>;
-      for (const [k, v] of s as Map<unknown, unknown>) this.visit(v, b.get(k), here, k);
+      for (const [k, v] of mapEntries(s as Map<unknown, unknown>, formatPath(node, key))) this.visit(v, b.get(k), here, k);
     } else {
       const a = s as Record<string, unknown>;
       const b = d as Record<string, unknown>;

@@ -42,6 +42,14 @@ import { walk } from "./walk.ts";
 /** Only this module holds it: a PreparedCopy is made by prepareCopy, never around a template or a C pointer of the caller's. */
 const MADE_HERE = Symbol("made by prepareCopy");
 
+/** True for a PreparedCopy made by prepareCopy (a brand check: no prototype walk, no Proxy trap). */
+let isPrepared: (value: unknown) => boolean;
+
+/** Throws MtcError unless `value` is a PreparedCopy made by prepareCopy: a method called on another object. */
+function checkThis(value: unknown, member: string): void {
+  if (!isPrepared(value)) throw invalidArgument(`PreparedCopy.${member}: this is not a PreparedCopy made by prepareCopy`);
+}
+
 let makePrepared: (...fields: [
   template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache,
 ]) => PreparedCopy;
@@ -70,6 +78,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
   static {
     markClass(this, "PreparedCopy");
     makePrepared = (...fields) => new PreparedCopy(MADE_HERE, ...fields);
+    isPrepared = (value) => typeof value === "object" && value !== null && #template in value;
   }
 
   /** Made by {@link prepareCopy} only: `new PreparedCopy()` throws MtcError. */
@@ -96,11 +105,13 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
 
   /** The leaves each batch copies. */
   get leafCount(): number {
+    checkThis(this, "leafCount");
     return this.#template.leaves.length;
   }
 
   /** Where it copies to: "cpu" or "cuda:N". */
   get device(): D {
+    checkThis(this, "device");
     return deviceName(this.#target) as D;
   }
 
@@ -111,6 +122,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
    * then nothing is copied.
    */
   start(batch: T): AsyncCopyHandle<Copied<T, D>> {
+    checkThis(this, "start");
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopy.start: this prepared copy was disposed");
     const lib = library();
     const template = this.#template;
@@ -154,9 +166,13 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
    * tensor does. Tensors of the batch that were placed as they are (already
    * on the target) are left alone. A host result's pinned blocks are
    * released (its views read as empty). Idempotent; MtcError for a value
-   * that is no result of this prepared copy.
+   * that is no result of this prepared copy. A prepared copy that copies no
+   * leaf (its batches hold only values passed through or placed as they
+   * are) has nothing to dispose: the call does nothing.
    */
   disposeResult(result: Copied<T, D>): void {
+    checkThis(this, "disposeResult");
+    if (this.#template.leaves.length === 0) return; // it copies no leaf: its results hold nothing of its own
     const held = typeof result === "object" && result !== null ? this.#results.get(result) : undefined;
     if (held === undefined) {
       throw invalidArgument("PreparedCopy.disposeResult: not a result of this prepared copy (pass the value start() gave, as it was given)");
@@ -172,6 +188,7 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
    * stay valid; `start` then throws. Idempotent.
    */
   dispose(): void {
+    checkThis(this, "dispose");
     if (this.#disposed) return;
     this.#disposed = true;
     this.#prepared.release();

@@ -11,7 +11,7 @@
  */
 
 import { otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, showValue } from "../base/errors.ts";
+import { invalidArgument, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
 import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { naturalDType, storageElementBytes, type TypedArray } from "../tensor/dtype.ts";
@@ -63,13 +63,16 @@ export interface BatchRead {
   /** The leaves read anew, and the arrays read there: entered into the cache once their addresses are known. */
   readonly misses: number[];
   readonly missViews: TypedArray[];
+  /** DeviceTensors placed as they are, and their paths: checked again once the batch was read. */
+  readonly placed: DeviceTensor[];
+  readonly placedPaths: string[];
 }
 
 /** A read of one batch of `count` leaves into `words`, for a copy to `target`. */
 export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number, cache: LeafCache | null): BatchRead {
   return {
     t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
-    cache, bulk: new Array(count), misses: [], missViews: [],
+    cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
   };
 }
 
@@ -105,6 +108,12 @@ export function readBatch(template: Template, batch: unknown, r: BatchRead, samp
     root = read(template.root, batch, r, null);
   } catch (e) {
     throw firstWrongLength(template, r) ?? e; // an array read before the place that differs differs first
+  }
+  // A getter read later may have disposed a DeviceTensor placed as it is: the result would hand it back.
+  for (let k = 0; k < r.placed.length; k++) {
+    if (tensorDisposed(r.placed[k]!)) {
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, "this DeviceTensor was disposed while the batch was read (by a getter in it?); nothing was copied", { path: r.placedPaths[k] });
+    }
   }
   const views = r.t.views;
   for (let i = 0; i < views.length; i++) {
@@ -147,7 +156,7 @@ function read(node: TemplateNode, v: unknown, r: BatchRead, out: object | null):
     case CONTAINER:
       return readContainer(node, v, r);
     case REUSED:
-      return readReused(node, v, r.target);
+      return readReused(node, v, r);
     default:
       readLeaf(node, v, r);
       r.places[node.index] = out;
@@ -182,7 +191,7 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead): unknown {
     return out;
   }
   if (!(v instanceof Map)) throw differs(node.path, `a Map in the sample, ${kindOf(v)} now`);
-  const entries = Array.from(v as Map<unknown, unknown>);
+  const entries = mapEntries(v, node.path);
   const expected = node.keys;
   if (entries.length !== n) throw differs(node.path, `the sample's Map has ${n} entries, this one ${entries.length}`);
   const out = new Map<unknown, unknown>();
@@ -223,12 +232,14 @@ function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
-function readReused(node: ReusedNode, v: unknown, target: number): unknown {
+function readReused(node: ReusedNode, v: unknown, r: BatchRead): unknown {
   if (node.kind === "device") {
     if (!(v instanceof DeviceTensor)) throw differs(node.path, `a DeviceTensor on the target in the sample, ${kindOf(v)} now`);
     if (!isDeviceTensor(v)) throw notADeviceTensor(node.path);
     if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", node.path);
-    if (tensorDevice(v) !== target) throw differs(node.path, `a DeviceTensor on the target in the sample, one on another device now`);
+    if (tensorDevice(v) !== r.target) throw differs(node.path, `a DeviceTensor on the target in the sample, one on another device now`);
+    r.placed.push(v);
+    r.placedPaths.push(node.path);
   } else if (node.kind === "tensor") {
     if (!(v instanceof Tensor) || v.strides !== undefined) throw differs(node.path, `a dense Tensor in the sample, ${kindOf(v)} now`);
   } else if (!ArrayBuffer.isView(v) || v instanceof Tensor || naturalDType(v) === undefined) {

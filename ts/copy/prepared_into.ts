@@ -39,6 +39,14 @@ import { leafPath } from "./traversal.ts";
 /** Only this module holds it: a PreparedCopyInto is made by prepareCopyInto, never around a template or a C pointer of the caller's. */
 const MADE_HERE = Symbol("made by prepareCopyInto");
 
+/** True for a PreparedCopyInto made by prepareCopyInto (a brand check). */
+let isPreparedInto: (value: unknown) => boolean;
+
+/** Throws MtcError unless `value` is a PreparedCopyInto made by prepareCopyInto: a method called on another object. */
+function checkThis(value: unknown, member: string): void {
+  if (!isPreparedInto(value)) throw invalidArgument(`PreparedCopyInto.${member}: this is not a PreparedCopyInto made by prepareCopyInto`);
+}
+
 let makePreparedInto: (...fields: [
   template: Template, destination: unknown, destinations: DeviceTensor[], target: number, options: Required<CopyOptions>,
   into: IntoSide, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache,
@@ -70,6 +78,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
   static {
     markClass(this, "PreparedCopyInto");
     makePreparedInto = (...fields) => new PreparedCopyInto(MADE_HERE, ...fields);
+    isPreparedInto = (value) => typeof value === "object" && value !== null && #template in value;
   }
 
   /** Made by {@link prepareCopyInto} only: `new PreparedCopyInto()` throws MtcError. */
@@ -103,6 +112,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
 
   /** The leaves each copy writes. */
   get leafCount(): number {
+    checkThis(this, "leafCount");
     return this.#template.leaves.length;
   }
 
@@ -114,6 +124,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
    * differs from the sample, or a destination that was disposed.
    */
   start(source: S): AsyncCopyHandle<D> {
+    checkThis(this, "start");
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "PreparedCopyInto.start: this prepared copy was disposed");
     const lib = library();
     const template = this.#template;
@@ -153,6 +164,7 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
 
   /** Releases the prepared layout and the destinations. Copies in flight go on; `start` then throws. Idempotent. */
   dispose(): void {
+    checkThis(this, "dispose");
     if (this.#disposed) return;
     this.#disposed = true;
     this.#prepared.release();

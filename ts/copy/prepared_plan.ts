@@ -192,13 +192,22 @@ export function submitPrepared(lib: MtcLibrary, prepared: number, t: Traversal, 
   }
   const record = newRecord(lib, u64At(outWords, 0), t);
   if (!steps) return record;
+  return finish(sym, record, t, (plan) => blocks ? setBlocks(sym, plan, into!.blocks!) : Status.MTC_OK);
+}
+
+/**
+ * The last steps of a plan being built: `before` (what it still needs),
+ * the current streams bound, submitted. On failure the plan is released
+ * and the error thrown with the leaf's path.
+ */
+function finish(sym: NativeSymbols, record: PlanRecord, t: Traversal, before: (plan: number) => number): PlanRecord {
   const plan = record.plan;
   try {
-    let step = blocks ? setBlocks(sym, plan, into!.blocks!) : Status.MTC_OK;
-    if (step !== Status.MTC_OK) throw planError(sym, plan, step, t);
+    let status = before(plan);
+    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
     if (openScopes !== 0) bindStreams(sym, plan, t.target, t.sourceDevices, null);
-    step = sym.mtc_plan_submit(plan);
-    if (step !== Status.MTC_OK) throw planError(sym, plan, step, t);
+    status = sym.mtc_plan_submit(plan);
+    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
   } catch (e) {
     releaseRecord(record);
     throw e;
@@ -220,17 +229,5 @@ export function submitOwnPlan(lib: MtcLibrary, options: Required<CopyOptions>, t
     t.dropShares();
     throw new MtcError(created, sym.mtc_last_error() || statusName(created));
   }
-  const record = newRecord(lib, u64At(outWords, 0), t);
-  const plan = record.plan;
-  try {
-    let status = fill(sym, plan, t, words, t.count, into, true);
-    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
-    if (openScopes !== 0) bindStreams(sym, plan, t.target, t.sourceDevices, null);
-    status = sym.mtc_plan_submit(plan);
-    if (status !== Status.MTC_OK) throw planError(sym, plan, status, t);
-  } catch (e) {
-    releaseRecord(record);
-    throw e;
-  }
-  return record;
+  return finish(sym, newRecord(lib, u64At(outWords, 0), t), t, (plan) => fill(sym, plan, t, words, t.count, into, true));
 }

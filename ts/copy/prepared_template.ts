@@ -11,7 +11,7 @@
  */
 
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument } from "../base/errors.ts";
+import { invalidArgument, mapEntries } from "../base/errors.ts";
 import { viewByteLength, viewKind } from "../base/views.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
@@ -167,7 +167,7 @@ function nodeOf(
     values = Array.from({ length: v.length }, (_, i) => v[i]);
   } else if (v instanceof Map) {
     kind = MAP;
-    const entries = Array.from(v as Map<unknown, unknown>);
+    const entries = mapEntries(v as Map<unknown, unknown>, path);
     keys = entries.map((e) => e[0]);
     values = entries.map((e) => e[1]);
   } else if (isPlainObject(v)) {

@@ -81,6 +81,8 @@ export class Traversal {
   layouts: StridedLeaf[] | null = null;
   /** Tensor leaves placed as they are, already on the target (not listed). */
   reused: number = 0;
+  /** The DeviceTensors among them, as (tensor, container, key) triples: checked once the batch was read (null until the first). */
+  placed: unknown[] | null = null;
   /** "cpu" only: results are JavaScript-owned copies, not views of pinned memory (usePinnedStaging: false). */
   pageableResults: boolean = false;
   /** copyInto only: the container of leaf i (its key in keys). The output is root[0], the destination, as it is. Null for startCopy. */

@@ -12,7 +12,7 @@
  */
 
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument } from "../base/errors.ts";
+import { invalidArgument, mapEntries, MtcError, Status } from "../base/errors.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDevice, tensorDisposed } from "../tensor/device_tensor.ts";
 import { naturalDType, type TypedArray } from "../tensor/dtype.ts";
@@ -65,6 +65,7 @@ export function walk(
   spareState = null;
   try {
     walkInto(t, data, state, pointerOf);
+    if (t.placed !== null) checkPlaced(t.placed);
   } catch (e) {
     t.dropShares();
     state.stack.length = 0;
@@ -173,7 +174,10 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
   if (v instanceof DeviceTensor) {
     if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(parent, key));
     if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
-    if (tensorDevice(v) === t.target) return reuse(t, v);
+    if (tensorDevice(v) === t.target) {
+      (t.placed ??= []).push(v, parent, key); // checked again once the batch was read
+      return reuse(t, v);
+    }
     return describeDeviceTensor(t, v, parent, key);
   }
   let frame: Frame;
@@ -184,7 +188,7 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
     frame = { parent, key, kind: ARRAY, input: v, output: new Array(length), keys: null, length, next: 0, depth: stack.length };
   } else if (v instanceof Map) {
     checkCycle(state, v, parent, key);
-    const entries = Array.from(v as Map<unknown, unknown>);
+    const entries = mapEntries(v as Map<unknown, unknown>, formatPath(parent, key));
     frame = { parent, key, kind: MAP, input: v, output: new Map(), keys: entries, length: entries.length, next: 0, depth: stack.length };
   } else if (isPlainObject(v)) {
     checkCycle(state, v, parent, key);
@@ -200,6 +204,21 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
   if (frame.depth >= SCAN_DEPTH) state.deep.set(v, frame);
   stack.push(frame);
   return frame.output;
+}
+
+/**
+ * A getter read later in the batch may have disposed a DeviceTensor placed
+ * as it is (already on the target): the result would hand it back.
+ * `placed`: (tensor, parent, key) triples.
+ */
+function checkPlaced(placed: unknown[]): void {
+  for (let k = 0; k < placed.length; k += 3) {
+    if (tensorDisposed(placed[k] as DeviceTensor)) {
+      throw new MtcError(Status.MTC_ERR_INVALID_STATE, "this DeviceTensor was disposed while the batch was read (by a getter in it?); nothing was copied", {
+        path: formatPath(placed[k + 1] as Frame | null, placed[k + 2]),
+      });
+    }
+  }
 }
 
 function reuse(t: Traversal, leaf: object): object {
