@@ -1,9 +1,9 @@
 // copy_segments.cu: libmtc's gather and scatter kernels.
 //
 //   extern "C" __global__ void mtc_copy_segments(const mtc_segment *table, uint32_t n)
-//   extern "C" __global__ void mtc_scatter_segments(const uint8_t *block, uint64_t table_offset, uint32_t n)
+//   extern "C" __global__ void mtc_scatter_segments(const uint8_t *base, const mtc_segment *table, uint32_t n)
 //
-// (the second reads its table and sources from one device block; see below)
+// (the second reads sources at offsets from one base; see below)
 //
 // Copies each of the n segments {src, dst, bytes} of `table` (24 bytes each;
 // lib/src/cuda/kernels.h declares the same struct) from src to dst. Addresses are
@@ -89,12 +89,13 @@ extern "C" __global__ void __launch_bounds__(mtc::kThreads)
   mtc::segments::copy_table(table, n, 0);
 }
 
-// The scatter kernel of copies into existing device memory: `block` is a
-// scratch block that one DMA filled with packed leaves followed, at
-// table_offset (a multiple of 8), by n segments whose src is an offset in
-// the block and dst the leaf's destination. Its table is in device memory,
-// written by the same DMA as the data: no second copy, no pinned reads.
+// The scatter kernel of copies into existing device memory: `base` is
+// where one copy's packed leaves lie (a scratch block that a DMA filled, or
+// pinned staging the GPU reads in place), and `table` holds n segments whose
+// src is an offset from base and dst the leaf's destination. The table is
+// device memory: staged with the leaves by the same DMA, or written once
+// for a prepared copy and read by each of its copies.
 extern "C" __global__ void __launch_bounds__(mtc::kThreads)
-    mtc_scatter_segments(const uint8_t *__restrict__ block, uint64_t table_offset, uint32_t n) {
-  mtc::segments::copy_table(reinterpret_cast<const mtc_segment *>(block + table_offset), n, (uint64_t)(uintptr_t)block);
+    mtc_scatter_segments(const uint8_t *__restrict__ base, const mtc_segment *__restrict__ table, uint32_t n) {
+  mtc::segments::copy_table(table, n, (uint64_t)(uintptr_t)base);
 }

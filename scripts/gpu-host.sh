@@ -33,9 +33,9 @@ case $runtime in
   *) echo "unknown runtime $runtime"; exit 2 ;;
 esac
 echo "=== C tests against the real driver"
-# test_device, test_streams, test_dlpack, test_staging, test_strided, test_into, test_into_rules, test_into_peer, test_prepared and test_prepared_rules (among others) take the driver to load;
+# test_device, test_streams, test_dlpack, test_staging, test_strided, test_into, test_into_rules, test_into_peer, test_prepared, test_prepared_rules and test_prepared_tables (among others) take the driver to load;
 # test_kernels, run with no argument, checks the real kernels.
-for t in "test_device libcuda.so.1" "test_streams libcuda.so.1" "test_dlpack libcuda.so.1" "test_staging libcuda.so.1" "test_strided libcuda.so.1" "test_into libcuda.so.1" "test_into_rules libcuda.so.1" "test_into_peer libcuda.so.1" "test_pinned_direct libcuda.so.1" "test_threads libcuda.so.1" "test_owner_threads libcuda.so.1" "test_prepared libcuda.so.1" "test_prepared_rules libcuda.so.1" "test_kernels"; do
+for t in "test_device libcuda.so.1" "test_streams libcuda.so.1" "test_dlpack libcuda.so.1" "test_staging libcuda.so.1" "test_strided libcuda.so.1" "test_into libcuda.so.1" "test_into_rules libcuda.so.1" "test_into_peer libcuda.so.1" "test_pinned_direct libcuda.so.1" "test_threads libcuda.so.1" "test_owner_threads libcuda.so.1" "test_prepared libcuda.so.1" "test_prepared_rules libcuda.so.1" "test_prepared_tables libcuda.so.1" "test_kernels"; do
   set -- $t
   if [ -x ".carry/lib/$1" ]; then
     ".carry/lib/$1" ${2:-} > "$logs/c-$1.log" 2>&1 && tail -1 "$logs/c-$1.log" || { status=1; tail -20 "$logs/c-$1.log"; }

@@ -14,7 +14,7 @@ mkdir -p .carry/lib
 cp .carry/build/lib/libmtc.so .carry/build/bin/test_device .carry/build/bin/test_streams .carry/build/bin/test_kernels \
   .carry/build/bin/test_dlpack .carry/build/bin/test_staging .carry/build/bin/test_strided .carry/build/bin/test_into .carry/build/bin/test_into_rules \
   .carry/build/bin/test_into_peer .carry/build/bin/test_pinned_direct .carry/build/bin/test_threads \
-  .carry/build/bin/test_owner_threads .carry/build/bin/test_prepared .carry/build/bin/test_prepared_rules .carry/lib/
+  .carry/build/bin/test_owner_threads .carry/build/bin/test_prepared .carry/build/bin/test_prepared_rules .carry/build/bin/test_prepared_tables .carry/lib/
 # The C embedding example (examples/c); it finds libmtc.so beside it.
 .tools/zig build examples -Doptimize=ReleaseFast -Dtarget=x86_64-linux-gnu.2.28 --prefix .carry/build
 cp .carry/build/bin/copy_batch .carry/lib/

@@ -220,7 +220,8 @@ static void free_outcome(outcome *o, uint64_t n) {
 }
 
 /* Round 0: the template's own batch; 1: a new one; 2: a new one through
- * mtc_prepared_plan, with a stream of the caller's on a device target. */
+ * mtc_prepared_plan, with a stream of the caller's on a device target; 3: a
+ * new one, into the template's destinations. */
 static void run_shape(const shape *s, uint32_t background) {
   mtc_options o = MTC_OPTIONS_INIT;
   o.use_background_thread = background;
@@ -231,16 +232,18 @@ static void run_shape(const shape *s, uint32_t background) {
   mtc_plan_release(template_plan);
   if (p == NULL) return;
   CHECK_EQ_U64(mtc_prepared_leaf_count(p), first->n);
-  for (int round = 0; round < 3; round++) {
+  for (int round = 0; round < 4; round++) {
     batch *b = round == 0 ? first : make_batch(s);
     outcome *want = calloc(1, sizeof *want), *got = calloc(1, sizeof *got);
     mtc_plan *plain = build(s, b, &o, 1);
     CHECK_OK(mtc_plan_submit(plain));
     finish(plain, b, want);
-    const mtc_leaf *dst = s->into && round > 0 ? b->dst[0] : NULL;
+    /* Rounds 0 and 3 into the template's own destinations (a copy into
+     * the device then reads the scatter tables kept there). */
+    const mtc_leaf *dst = s->into && (round == 1 || round == 2) ? b->dst[0] : NULL;
     mtc_plan *plan = NULL;
     uint64_t stream = 0;
-    if (round < 2) {
+    if (round != 2) {
       CHECK_OK(mtc_prepared_submit(p, b->leaves, dst, b->n, &plan));
     } else {
       CHECK_OK(mtc_prepared_plan(p, b->leaves, dst, b->n, &plan));

@@ -15,9 +15,8 @@
  *   mtc_debug_fill(uint8_t *dst, uint64_t bytes, uint32_t value, uint32_t spin_us)
  *       spins spin_us microseconds, then sets bytes bytes at dst to value.
  *   mtc_debug_copy(uint8_t *dst, const uint8_t *src, uint64_t bytes)
- *   mtc_scatter_segments(const uint8_t *block, uint64_t table_offset, uint32_t n)
- *       n segments at block + table_offset, each copying bytes from
- *       block + src to dst.
+ *   mtc_scatter_segments(const uint8_t *base, const mtc_segment *table, uint32_t n)
+ *       n segments at table, each copying bytes from base + src to dst.
  *
  * Every range a kernel touches (bytes > 0) must lie in one live device
  * allocation of the launching device, of a peer it was given access to
@@ -249,17 +248,13 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
       r = check_kernel_copy(fn, what, seg.dst, seg.src, seg.bytes, c->device);
     }
     break;
-  case KERNEL_SCATTER_SEGMENTS: {
-    uint64_t offset = 0;
-    if ((r = kernel_param(fn, kernelParams, 0, &src, 8)) || (r = kernel_param(fn, kernelParams, 1, &offset, 8)) ||
+  case KERNEL_SCATTER_SEGMENTS:
+    if ((r = kernel_param(fn, kernelParams, 0, &src, 8)) || (r = kernel_param(fn, kernelParams, 1, &table, 8)) ||
         (r = kernel_param(fn, kernelParams, 2, &n, 4)))
       break;
     if (n == 0) break;
-    if (offset % 8)
-      r = report(CUDA_ERROR_ILLEGAL_ADDRESS, fn, "table_offset %" PRIu64 " is not a multiple of 8", offset);
-    if (!r) r = check_kernel_range(fn, "scatter table", src + offset, (uint64_t)n * sizeof(struct fake_segment),
-                                   c->device, 0);
-    table = src + offset;
+    if (table % 8) r = report(CUDA_ERROR_ILLEGAL_ADDRESS, fn, "table 0x%" PRIx64 " is not 8-byte aligned", table);
+    if (!r) r = check_kernel_range(fn, "scatter table", table, (uint64_t)n * sizeof(struct fake_segment), c->device, 0);
     for (uint32_t i = 0; i < n && !r; i++) {
       struct fake_segment seg;
       memcpy(&seg, (const void *)(uintptr_t)(table + (uint64_t)i * sizeof seg), sizeof seg);
@@ -269,7 +264,6 @@ FAKE_MODULE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
       r = check_kernel_copy(fn, what, seg.dst, src + seg.src, seg.bytes, c->device);
     }
     break;
-  }
   case KERNEL_DEBUG_FILL: {
     uint32_t spin_us = 0;
     if ((r = kernel_param(fn, kernelParams, 0, &dst, 8)) || (r = kernel_param(fn, kernelParams, 1, &bytes, 8)) ||

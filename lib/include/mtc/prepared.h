@@ -38,6 +38,15 @@ typedef struct mtc_prepared mtc_prepared;
  * for a plan already submitted; MTC_ERR_OUT_OF_MEMORY. On error *out is
  * NULL and mtc_last_error() says why. Every prepared copy made must be
  * released once (mtc_prepared_release). Threads: as a call on the plan.
+ *
+ * A plan into device memory whose host leaves are packed (no leaf flagged
+ * MTC_LEAF_PINNED) has its scatter tables written to a block on the target
+ * here, once: its plans with the prepared copy's own destinations
+ * (destinations NULL) read them instead of staging a table per copy. The
+ * block counts in mtc_stats' blocks_live and device_bytes_live (24 bytes a
+ * packed leaf) until the prepared copy and its last plan are released. If
+ * it cannot be made (no device memory, no kernels) the plans stage their
+ * tables as before; that is not an error.
  * Undefined: a released plan. */
 MTC_API mtc_status mtc_prepared_create(mtc_plan *plan, mtc_prepared **out);
 
@@ -59,7 +68,8 @@ MTC_API mtc_status mtc_prepared_create(mtc_plan *plan, mtc_prepared **out);
  * submit. Leaf layouts come from the prepared copy.
  *
  * The plan reuses the prepared copy's layout (a copy of it: a plan never
- * reads the prepared copy after this call returns). Where a leaf or
+ * reads the prepared copy after this call returns; it holds the scatter
+ * tables kept on the device, if any, until it is released). Where a leaf or
  * destination has MTC_LEAF_PINNED, the plan looks it up as a plain submit
  * does (holding the block, busy until the copy is over); when a host leaf
  * is found to lie in pinned memory, where it lies decides its direct

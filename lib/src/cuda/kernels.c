@@ -173,29 +173,28 @@ mtc_status mtc_kernels_function(mtc_device *device, mtc_kernel_id id,
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+void mtc_segments_size_add(mtc_segments_size *size, uint64_t bytes) {
+  if (bytes > MTC_KERNEL_WARP_SEGMENT_BYTES) {
+    size->large++;
+  } else if (bytes > 0) {
+    size->small++;
+  }
+  if (bytes > size->largest) size->largest = bytes;
+}
+
 /* The grid of a segment-copy launch (see cuda/copy_segments.cu): small
  * segments take a warp each, eight to a block; larger ones a block each;
  * segments above one part spread over gridDim.y blocks. 0 in *grid_x when
  * there is nothing to copy. */
-static void segments_grid(const mtc_segment *table, uint32_t n,
+static void segments_grid(const mtc_segments_size *size, uint32_t n,
                           uint64_t *grid_x, uint64_t *grid_y) {
-  uint64_t small = 0, large = 0, largest = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint64_t bytes = table[i].bytes;
-    if (bytes > MTC_KERNEL_WARP_SEGMENT_BYTES) {
-      large++;
-    } else if (bytes > 0) {
-      small++;
-    }
-    if (bytes > largest) largest = bytes;
-  }
   *grid_x = 0;
-  if (largest == 0) return; /* nothing to copy */
-  uint64_t x = div_up(small, MTC_KERNEL_THREADS / 32) + large;
+  if (size->largest == 0) return; /* nothing to copy */
+  uint64_t x = div_up(size->small, MTC_KERNEL_THREADS / 32) + size->large;
   if (x > n) x = n;
   if (x > MTC_KERNEL_MAX_GRID_X) x = MTC_KERNEL_MAX_GRID_X;
   if (x == 0) x = 1;
-  uint64_t y = div_up(largest, MTC_KERNEL_PART_BYTES);
+  uint64_t y = div_up(size->largest, MTC_KERNEL_PART_BYTES);
   if (y > MTC_KERNEL_MAX_PARTS) y = MTC_KERNEL_MAX_PARTS;
   uint64_t read_limit = MTC_KERNEL_TABLE_READS / n;
   if (y > read_limit) y = read_limit;
@@ -206,13 +205,12 @@ static void segments_grid(const mtc_segment *table, uint32_t n,
 
 /* Launches kernel `id` over the segments of `table` with `params`. */
 static mtc_status launch_segments(mtc_device *device, CUstream stream,
-                                  mtc_kernel_id id, const mtc_segment *table,
+                                  mtc_kernel_id id, const mtc_segments_size *size,
                                   uint32_t n, void **params) {
   if (n == 0) return MTC_OK;
-  if (device == NULL || table == NULL) {
+  if (device == NULL) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
-                         "segment kernel launch: %s is NULL",
-                         device == NULL ? "device" : "table");
+                         "segment kernel launch: device is NULL");
   }
   CUfunction function;
   mtc_status status = mtc_kernels_function(device, id, &function);
@@ -221,7 +219,7 @@ static mtc_status launch_segments(mtc_device *device, CUstream stream,
   status = mtc_cuda_load(&cu);
   if (status != MTC_OK) return status;
   uint64_t grid_x, grid_y;
-  segments_grid(table, n, &grid_x, &grid_y);
+  segments_grid(size, n, &grid_x, &grid_y);
   if (grid_x == 0) return MTC_OK;
   CUresult r = cu->cuLaunchKernel(function, (unsigned)grid_x, (unsigned)grid_y,
                                   1, MTC_KERNEL_THREADS, 1, 1, 0, stream,
@@ -238,18 +236,25 @@ static mtc_status launch_segments(mtc_device *device, CUstream stream,
 
 mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
                                      const mtc_segment *table, uint32_t n) {
+  if (n > 0 && table == NULL) {
+    return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
+                         "segment kernel launch: table is NULL");
+  }
+  mtc_segments_size size = {0, 0, 0};
+  for (uint32_t i = 0; i < n; i++) mtc_segments_size_add(&size, table[i].bytes);
   uint64_t table_address = (uint64_t)(uintptr_t)table;
   uint32_t count = n;
   void *params[] = {&table_address, &count};
-  return launch_segments(device, stream, MTC_KERNEL_COPY_SEGMENTS, table, n,
+  return launch_segments(device, stream, MTC_KERNEL_COPY_SEGMENTS, &size, n,
                          params);
 }
 
 mtc_status mtc_kernels_scatter_segments(mtc_device *device, CUstream stream,
-                                        uint64_t block, uint64_t table_offset,
-                                        const mtc_segment *table, uint32_t n) {
+                                        uint64_t base, uint64_t table,
+                                        const mtc_segments_size *size,
+                                        uint32_t n) {
   uint32_t count = n;
-  void *params[] = {&block, &table_offset, &count};
-  return launch_segments(device, stream, MTC_KERNEL_SCATTER_SEGMENTS, table,
+  void *params[] = {&base, &table, &count};
+  return launch_segments(device, stream, MTC_KERNEL_SCATTER_SEGMENTS, size,
                          n, params);
 }

@@ -35,15 +35,25 @@ int mtc_kernels_available(mtc_device *device);
 mtc_status mtc_kernels_copy_segments(mtc_device *device, CUstream stream,
                                      const mtc_segment *table, uint32_t n);
 
-/* Launches the scatter kernel on `stream` (device's context current):
- * `block` is device memory holding packed leaves and, at table_offset (a
- * multiple of 8), n segments whose src is an offset in block and dst a
- * destination the device can write. `table` is the host copy of those n
- * segments (the launch is sized from it; it may go once this returns).
+/* What sizes a segment launch's grid: how many segments take a warp, how
+ * many a block, and the largest. */
+typedef struct mtc_segments_size {
+  uint64_t small, large, largest;
+} mtc_segments_size;
+
+/* Counts one segment of `bytes` into size. */
+void mtc_segments_size_add(mtc_segments_size *size, uint64_t bytes);
+
+/* Launches the scatter kernel on `stream` (device's context current): n
+ * segments in device memory at `table`, each copying bytes from base + src
+ * to dst. `base` is device memory or pinned host memory (unified
+ * addressing) that holds one copy's packed leaves; the table may be staged
+ * with them or written once and reused. `size` describes the n segments.
  * Errors as mtc_kernels_copy_segments. */
 mtc_status mtc_kernels_scatter_segments(mtc_device *device, CUstream stream,
-                                        uint64_t block, uint64_t table_offset,
-                                        const mtc_segment *table, uint32_t n);
+                                        uint64_t base, uint64_t table,
+                                        const mtc_segments_size *size,
+                                        uint32_t n);
 
 /* ------------------------------------------------------ for debug_kernels.c */
 

@@ -10,6 +10,7 @@
 
 #include "memory/pinned_pool.h"
 #include "plan/phase.h"
+#include "plan/prepared_tables.h"
 #include "plan/submit.h"
 #include "plan/validate.h"
 
@@ -26,6 +27,9 @@ struct mtc_prepared {
   uint64_t chunk_limit; /* the cut the layout was made with */
   mtc_layout_counts counts;
   int unpinned; /* no leaf or destination has MTC_LEAF_PINNED */
+  /* Into device memory: the host chunks' scatter tables on the target
+   * (prepared_tables.c), for plans with these destinations; or NULL. */
+  mtc_block *scatter_tables;
 };
 
 static mtc_status out_of_memory(const char *call) {
@@ -57,6 +61,7 @@ MTC_API void mtc_prepared_release(mtc_prepared *p) {
   for (uint64_t i = 0; i < p->strided_count; i++) free(p->strided[i]);
   free(p->strided);
   mtc_layout_free(&p->layout);
+  mtc_block_release(p->scatter_tables);
   free(p);
 }
 
@@ -146,6 +151,12 @@ MTC_API mtc_status mtc_prepared_create(mtc_plan *plan, mtc_prepared **out) {
     return out_of_memory(call);
   }
   mtc_layout_count(&p->layout, p->leaves, &p->counts);
+  /* Tables only where no leaf may turn out to lie in pinned memory, which
+   * would lay each copy out afresh. */
+  if (p->unpinned) {
+    p->scatter_tables = mtc_prepared_tables_make(p->target, &p->layout, p->leaves,
+                                                 p->destinations, n);
+  }
   *out = p;
   return MTC_OK;
 }
@@ -331,6 +342,10 @@ static mtc_status make_plan(mtc_prepared *p, const mtc_leaf *leaves,
   /* The template's addresses were checked for overlaps when it was made. */
   plan->prepared.apart = b.same_addresses || p->destinations == NULL;
   plan->prepared.unpinned = p->unpinned;
+  if (p->scatter_tables != NULL && destinations == NULL) {
+    mtc_block_retain(p->scatter_tables);
+    plan->prepared.scatter_tables = p->scatter_tables;
+  }
   *out_plan = plan;
   return MTC_OK;
 }

@@ -50,6 +50,7 @@ MTC_API void mtc_plan_release(mtc_plan *plan) {
     mtc_device_event_release(plan->streams[i].device,
                              plan->streams[i].ready);
   }
+  mtc_block_release(plan->prepared.scatter_tables);
   mtc_layout_free(&plan->layout);
   free(plan->leaves);
   for (uint64_t i = 0; i < plan->strided_count; i++) free(plan->strided[i]);

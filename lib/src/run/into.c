@@ -2,11 +2,11 @@
  * (mtc_plan_add_leaves_into): leaf i goes to plan->destinations[i], and
  * no output block is made for it. By direction:
  *
- *   host -> device    packed leaves and a table of where each goes staged
- *                     into one pinned buffer, one DMA into a scratch block
- *                     of the target, one scatter kernel that places them;
- *                     own leaves streamed through pinned pieces straight
- *                     into their destination
+ *   host -> device    packed leaves staged into one pinned buffer, one DMA
+ *                     into a scratch block of the target, one scatter
+ *                     kernel that places them (into_scatter.c); own leaves
+ *                     streamed through pinned pieces straight into their
+ *                     destination
  *   device -> device  a source device's packed leaves by one gather launch
  *                     on that device whose table points at the
  *                     destinations: on one device always, between two only
@@ -31,108 +31,11 @@
 #include "cuda/kernels.h"
 #include "run/directions.h"
 #include "run/into_host.h"
+#include "run/into_scatter.h"
 #include "run/staging.h"
-
-/* Fewest packed leaves worth a kernel launch rather than one copy each. */
-#define MTC_INTO_KERNEL_MIN_LEAVES 2
-
-/* A staged chunk (with its table) up to this size is read by the scatter
- * kernel where it lies, in pinned memory, which is device-addressable under
- * unified addressing: no scratch block and no DMA before the launch, which
- * for a decode step's few KiB cost more than the reads over PCIe. Larger
- * chunks go over by DMA first, at the bus's full rate. */
-#define MTC_INTO_DIRECT_MAX_BYTES ((uint64_t)64 << 10)
 
 static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
   return plan->destinations[leaf].address;
-}
-
-/* Enters the target: copies on its stream write destinations only after
- * the caller's work queued there before submit. */
-static mtc_status enter_target(mtc_transfer *t, mtc_device **target) {
-  mtc_status status = mtc_transfer_enter_device(t, t->plan->target, target);
-  if (status != MTC_OK) return status;
-  return mtc_transfer_order_after_source(t, *target, t->plan->target);
-}
-
-/* Host memory the chunk is staged into: pinned, or malloc'd with pinned
- * staging off; kept by the plan until the copy is over. */
-static mtc_status host_staging(mtc_transfer *t, mtc_device *target,
-                               uint64_t bytes, unsigned char **out) {
-  if (t->plan->options.use_pinned_staging) {
-    mtc_pinned_buffer buffer;
-    mtc_status status = mtc_transfer_acquire_staging(t, target, (size_t)bytes, &buffer);
-    if (status != MTC_OK) return status;
-    *out = buffer.ptr;
-    return MTC_OK;
-  }
-  *out = malloc((size_t)bytes);
-  if (*out == NULL) return mtc_out_of_host_memory();
-  mtc_plan_keep_host(t->plan, *out);
-  return MTC_OK;
-}
-
-/* Host chunk c into the target's destinations: staged with its scatter
- * table behind the leaves, one DMA into a scratch block, one scatter launch
- * (a small chunk in pinned staging: the launch alone). Without kernels,
- * for a single leaf, or when the table does not fit a staging buffer: one
- * DMA a leaf out of the staged chunk. */
-static mtc_status scatter_chunk(mtc_transfer *t, size_t c,
-                                const uint64_t *members, uint64_t count) {
-  mtc_plan *plan = t->plan;
-  const mtc_chunk *chunk = &plan->layout.chunks[c];
-  mtc_device *target;
-  mtc_status status = enter_target(t, &target);
-  if (status != MTC_OK) return status;
-  uint64_t table_offset = (chunk->bytes + 7) / 8 * 8;
-  uint64_t total = table_offset + count * sizeof(mtc_segment);
-  int scatter = count >= MTC_INTO_KERNEL_MIN_LEAVES && count <= UINT32_MAX &&
-                total <= plan->staging_max_bytes &&
-                mtc_kernels_available(target);
-  unsigned char *staged;
-  status = host_staging(t, target, scatter ? total : chunk->bytes, &staged);
-  if (status != MTC_OK) return status;
-  status = mtc_transfer_stage_chunk(t, members, count, staged);
-  if (status != MTC_OK) return status;
-
-  if (!scatter) {
-    t->stats->copies_issued += count;
-    for (uint64_t k = 0; k < count; k++) {
-      uint64_t leaf = members[k];
-      status = mtc_cuda_check(
-          t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)destination_of(plan, leaf),
-                                      staged + plan->layout.placements[leaf].offset,
-                                      (size_t)plan->leaves[leaf].bytes,
-                                      target->stream),
-          "cuMemcpyHtoDAsync");
-      if (status != MTC_OK) return status;
-    }
-    return MTC_OK;
-  }
-  mtc_segment *table = (mtc_segment *)(staged + table_offset);
-  for (uint64_t k = 0; k < count; k++) {
-    uint64_t leaf = members[k];
-    table[k].src = plan->layout.placements[leaf].offset;
-    table[k].dst = destination_of(plan, leaf);
-    table[k].bytes = plan->leaves[leaf].bytes;
-  }
-  if (plan->options.use_pinned_staging && total <= MTC_INTO_DIRECT_MAX_BYTES) {
-    t->stats->copies_issued++;
-    return mtc_kernels_scatter_segments(target, target->stream, (uint64_t)(uintptr_t)staged,
-                                        table_offset, table, (uint32_t)count);
-  }
-  mtc_block *scratch;
-  status = mtc_block_new_device(target, total, &scratch);
-  if (status != MTC_OK) return status;
-  mtc_plan_keep_block(plan, scratch);
-  t->stats->copies_issued += 2;
-  status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)scratch->address,
-                                                      staged, (size_t)total,
-                                                      target->stream),
-                          "cuMemcpyHtoDAsync");
-  if (status != MTC_OK) return status;
-  return mtc_kernels_scatter_segments(target, target->stream, scratch->address,
-                                      table_offset, table, (uint32_t)count);
 }
 
 /* One device leaf into its destination on the target, on the target's
@@ -315,19 +218,22 @@ static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t i, mtc_block **own_blo
   }
   if (leaf->device != MTC_DEVICE_CPU) return peer_leaf(t, i);
   mtc_device *target;
-  mtc_status status = enter_target(t, &target);
+  mtc_status status = mtc_into_enter_target(t, &target);
   if (status != MTC_OK) return status;
   return mtc_to_device_leaf_at(t, target, leaf, (CUdeviceptr)destination_of(plan, i));
 }
 
 /* One packed chunk not gathered, by its direction. */
-static mtc_status copy_chunk(mtc_transfer *t, size_t c, const uint64_t *members,
-                             uint64_t count, mtc_block **chunk_blocks) {
+static mtc_status copy_chunk(mtc_transfer *t, size_t c, const mtc_chunk_members *all,
+                             mtc_block **chunk_blocks) {
   mtc_plan *plan = t->plan;
+  uint64_t first = all->first[c];
+  const uint64_t *members = &all->leaves[first];
+  uint64_t count = all->first[c + 1] - first;
   int32_t source = plan->layout.chunks[c].source_device;
   if (source == MTC_DEVICE_CPU) {
     if (plan->target == MTC_DEVICE_CPU) return MTC_OK; /* plan_copy_out */
-    return scatter_chunk(t, c, members, count);
+    return mtc_into_scatter_chunk(t, c, all, first);
   }
   int direct = plan->target == MTC_DEVICE_CPU && mtc_into_direct(plan, members[0]);
   if (plan->target == MTC_DEVICE_CPU && !direct) {
@@ -375,9 +281,7 @@ mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
   }
   for (size_t c = 0; status == MTC_OK && c < layout->chunk_count; c++) {
     if (gathered[c] == 1) continue;
-    uint64_t first = members->first[c];
-    status = copy_chunk(t, c, &members->leaves[first], members->first[c + 1] - first,
-                        chunk_blocks);
+    status = copy_chunk(t, c, members, chunk_blocks);
     if (status != MTC_OK && t->failed_leaf < 0) mtc_transfer_blame_chunk(t, members, c);
   }
   free(gathered);

@@ -125,6 +125,11 @@ struct mtc_plan {
     int devices_checked; /* every CUDA leaf's device exists */
     int apart;    /* no destination overlaps (checked at these addresses) */
     int unpinned; /* no leaf or destination has MTC_LEAF_PINNED */
+    /* A copy into device memory with the template's destinations: the
+     * scatter tables of its host chunks, on the target, written once
+     * (plan/prepared_tables.c); entry m is for packed member m. Used while
+     * `laid_out` holds; a reference of the plan's own. NULL otherwise. */
+    mtc_block *scatter_tables;
   } prepared;
 
   /* Set at submit (or by a prepared copy); read-only afterwards. */
