@@ -164,7 +164,7 @@ export class Arena {
   }
 
   /** The next tensor of `dtype` and `shape` in the arena, contents undefined. */
-  tensor(dtype: DType, shape: readonly number[]): Tensor {
+  tensor<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D, StorageFor<D>> {
     const layout = checkedLayout("Arena.tensor", dtype, shape);
     const { buffer, offset } = this.#take("Arena.tensor", layout.bytes);
     return trustedTensor(viewStorage(dtype, buffer, offset, layout.elements)!, layout.shape, dtype);
