@@ -9,7 +9,7 @@
  *
  * const batch = [{ boxes: new Tensor(new Float32Array(8), [2, 4]), ids: new BigInt64Array(2), name: "a" }];
  * const onGpu = await startCopy(batch, "cuda:0");   // [{ boxes: DeviceTensor, ids: DeviceTensor, name: "a" }]
- * const back = onGpu[0].boxes.toHost();              // Tensor [2, 4] float32
+ * const back = onGpu[0]!.boxes.toHost();             // Tensor [2, 4] float32
  * ```
  *
  * Streams, device-to-device operators and prefetching:

@@ -60,7 +60,7 @@ export function statusName(status: number): StatusName {
  * @example
  * ```ts
  * try {
- *   startCopy({ a: [new Float32Array(4), Symbol()] }, "gpu");
+ *   startCopy({ a: [new Float32Array(4), Symbol()] }, parseDevice(args[0] ?? "gpu")); // "gpu" is no device
  * } catch (e) {
  *   if (e instanceof MtcError) console.log(e.code, e.path, e.message);
  * }

@@ -97,7 +97,7 @@ export function hostLeafView(
  *
  * @example
  * ```ts
- * const back = await startCopy(onGpu, "cpu");
+ * const back = await startCopy({ boxes: onGpu }, "cpu");
  * isPinnedHostOutput(back.boxes); // true
  * ```
  */
@@ -195,7 +195,7 @@ export function releasePinned(value: unknown, owner = false): boolean {
  *
  * @example
  * ```ts
- * const back = await startCopy(onGpu, "cpu");
+ * const back = await startCopy({ losses: onGpu }, "cpu");
  * const total = back.losses.reduce((a, b) => a + b, 0);
  * releaseHostOutput(back); // back.losses is now empty
  * ```
