@@ -240,4 +240,7 @@ export function ownedCopy(leaf: TypedArray | Tensor): TypedArray | Tensor {
   return leaf instanceof Tensor ? trustedTensor(copy, leaf.shape, leaf.dtype) : copy;
 }
 
-setTensorDisposeHook((tensor) => releasePinned(tensor));
+setTensorDisposeHook((tensor) => releasePinned(tensor), (data) => {
+  const buffer = bufferUnder(data);
+  return buffer !== undefined && pinned.has(buffer as ArrayBuffer) && !isDetached(buffer);
+});

@@ -279,10 +279,13 @@ export function releasedMemory(buffer: ArrayBufferLike, whose: string): string |
 
 /** What Tensor#dispose does: set by host_output.ts (which imports this file). */
 let disposeHook: ((tensor: Tensor) => unknown) | null = null;
+/** Whether a Tensor's data lies in pinned memory of the library's, for console.log: set with disposeHook. */
+let pinnedData: (data: unknown) => boolean = () => false;
 
-/** @internal Sets what Tensor#dispose does. */
-export function setTensorDisposeHook(hook: (tensor: Tensor) => unknown): void {
+/** @internal Sets what Tensor#dispose does, and how a Tensor's data is found pinned. */
+export function setTensorDisposeHook(hook: (tensor: Tensor) => unknown, isPinned: (data: unknown) => boolean): void {
   disposeHook = hook;
+  pinnedData = isPinned;
 }
 
 const LAYOUT_FIELDS: readonly string[] = ["strides", "offset"];
@@ -316,7 +319,8 @@ function showTensor(t: Tensor): string {
   const { data, shape, dtype, strides } = t;
   const dims = Array.isArray(shape) ? showShape(shape) : showValue(shape);
   const layout = strides === undefined ? "" : `, strided ${Array.isArray(strides) ? showShape(strides) : showValue(strides)}`;
-  const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} cpu${layout})`;
+  const where = viewByteLength(data) > 0 && pinnedData(data) ? "cpu, pinned" : "cpu";
+  const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} ${where}${layout})`;
   if (viewByteLength(data) < 0) return `${head} (data is no typed array)`;
   if (releasedData(data, "") !== undefined) return `${head.slice(0, -1)}, disposed)`;
   if (strides !== undefined) return head; // its storage's values are not its elements
