@@ -50,17 +50,9 @@ export { type Device } from "./gpu/device.ts";
 export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";
 export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
-export {
-  type DataFor,
-  type DType,
-  DTYPES,
-  type Float16ArrayLike,
-  type HostArrayFor,
-  type NaturalDType,
-  type StorageFor,
-  type TypedArray,
-} from "./tensor/dtype.ts";
-export { type DTypeOf, type HostLeafFor } from "./tensor/device_tensor.ts";
+export { type DType, DTYPES, type Float16ArrayLike, type StorageFor, type TypedArray } from "./tensor/dtype.ts";
+export type { DataFor, HostArrayFor, NaturalDType } from "./tensor/dtype_arrays.ts";
+export type { DTypeOf, HostLeafFor } from "./tensor/host_leaf.ts";
 export { MtcError, Status, type StatusName } from "./base/errors.ts";
 export { isPinnedHostOutput, releaseHostOutput } from "./tensor/host_output.ts";
 export {

@@ -8,7 +8,10 @@ import { BlockHolder } from "../gpu/block.ts";
 import { type Device, deviceName } from "../gpu/device.ts";
 import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
-import type { DType, HostArrayFor, NaturalDType, TypedArray } from "./dtype.ts";
+import type { DType } from "./dtype.ts";
+import type { DTypeOf, HostLeaf, HostLeafFor } from "./host_leaf.ts";
+
+export type { DTypeOf, HostLeaf, HostLeafFor } from "./host_leaf.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
 import { markClass } from "../base/copy_identity.ts";
@@ -60,27 +63,6 @@ export let makeDeviceTensor: (...fields: [
   block: number, offset: number, packed: boolean, holder: BlockHolder | null, keepsTensor?: boolean,
   group?: ResultGroup | null,
 ]) => DeviceTensor;
-
-/**
- * What a DeviceTensor comes back as from a copy to the host: a typed array
- * (a 1-D tensor of a dtype that has one) or a {@link Tensor}.
- */
-export type HostLeaf = TypedArray | Tensor;
-
-/**
- * What a tensor of dtype `D` of unknown origin (`DeviceTensor.empty`)
- * comes back as from the device: a Tensor of that dtype, or for a 1-D
- * tensor of a dtype that a typed array kind stands for, that array.
- */
-export type HostLeafFor<D extends DType> = DType extends D ? HostLeaf : Tensor<D> | HostArrayFor<D>;
-
-/**
- * The dtype of a DeviceTensor that comes back as `H`: a `Tensor<D>`'s `D`,
- * a bare array's natural dtype (Float32Array: "float32"), else any.
- */
-export type DTypeOf<H extends HostLeaf> = H extends Tensor<infer D, infer _A> ? D
-  : H extends TypedArray ? NaturalDType<H>
-  : DType;
 
 /**
  * @internal True when `value` was made by DeviceTensor's constructor, so

@@ -4,8 +4,8 @@
  * @module
  */
 
+import type { DataFor } from "./dtype_arrays.ts";
 import {
-  type DataFor,
   type DType,
   DTYPE_SIZE,
   dtypeOf,
