@@ -55,6 +55,10 @@ c_layout() { # lib/src stays the pipeline of a copy (the check proves itself fir
   python3 scripts/check_c_layout.py --selftest && python3 scripts/check_c_layout.py
 }
 
+doc_examples() { # the doc comments' examples type-check (the check proves itself first)
+  python3 scripts/check_doc_ts.py --selftest && python3 scripts/check_doc_ts.py
+}
+
 c_example() { # c_example ENV...: builds examples/c and runs copy_batch under `env ENV...`
   "$ZIG" build examples -Doptimize=ReleaseFast && env "$@" zig-out/bin/copy_batch
 }
@@ -126,6 +130,7 @@ suite "TypeScript layout: no import cycle (dpdm), folders in order, no file abov
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts ts/npm.ts ts/worker.ts tests/ts tests/gpu examples bench
 suite "type check: the README's TypeScript blocks under bun init's tsconfig (tsc) and deno check" bash scripts/check_readme_ts.sh
+suite "type check: the doc comments' TypeScript examples under bun init's tsconfig (tsc) and deno check" doc_examples
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu

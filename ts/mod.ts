@@ -9,7 +9,7 @@
  *
  * const batch = [{ boxes: new Tensor(new Float32Array(8), [2, 4]), ids: new BigInt64Array(2), name: "a" }];
  * const onGpu = await startCopy(batch, "cuda:0");   // [{ boxes: DeviceTensor, ids: DeviceTensor, name: "a" }]
- * const back = onGpu[0].boxes.toHost();              // Tensor [2, 4] float32
+ * const back = onGpu[0]!.boxes.toHost();             // Tensor [2, 4] float32
  * ```
  *
  * Streams, device-to-device operators and prefetching:
@@ -51,6 +51,8 @@ export { DeviceTensor } from "./tensor/device_tensor.ts";
 export { disposeAll } from "./tensor/dispose.ts";
 export { deleteDLPack, fromDLPack, releaseDLPack, toDLPack } from "./tensor/dlpack.ts";
 export { type DType, DTYPES, type Float16ArrayLike, type StorageFor, type TypedArray } from "./tensor/dtype.ts";
+export type { DataFor, HostArrayFor, NaturalDType } from "./tensor/dtype_arrays.ts";
+export type { DTypeOf, HostLeafFor } from "./tensor/host_leaf.ts";
 export { MtcError, Status, type StatusName } from "./base/errors.ts";
 export { isPinnedHostOutput, releaseHostOutput } from "./tensor/host_output.ts";
 export {

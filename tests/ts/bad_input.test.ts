@@ -6,6 +6,7 @@ import {
   AsyncCopyHandle,
   cudaDeviceCount,
   type CopyOptions,
+  type DType,
   DeviceTensor,
   disposeAll,
   MtcError,
@@ -190,7 +191,7 @@ badInput("a Tensor whose shape does not match its data cannot be made", () => {
     [() => new Tensor(new Float32Array(6), [2.5, 2]), "extents must be integers >= 0"],
     [() => new Tensor(new Float32Array(6), [NaN]), "extents must be integers >= 0"],
     [() => new Tensor(new Float32Array(0), [0, 3, 1]), ""], // fine: zero elements
-    [() => new Tensor(new Uint8Array(4), [4], "float32"), "a Uint8Array cannot store dtype float32"],
+    [() => new Tensor(new Uint8Array(4), [4], "float32" as DType), "a Uint8Array cannot store dtype float32"],
     [() => new Tensor([1, 2] as unknown as Float32Array, [2]), "Tensor data must be a typed array, got Array"],
     [() => new Tensor(new Float32Array(2), 2 as unknown as number[]), "Tensor shape must be an array of integers"],
   ];

@@ -6,6 +6,7 @@
 // what each result says about itself (dtype, shape, bytes, offsets).
 import {
   type DeviceTensor,
+  type DType,
   disposeAll,
   fromDLPack,
   isPinnedHostOutput,
@@ -62,8 +63,8 @@ test("complex: a Tensor holds interleaved pairs; its size is half its array's le
 });
 
 test("complex: wrong storage, odd lengths and wrong shapes are MtcErrors saying which", () => {
-  assertThrows(() => new Tensor(new Float64Array(4), [2], "complex64"), MtcError, "a Float64Array cannot store dtype complex64 (use Float32Array)");
-  assertThrows(() => new Tensor(new Float32Array(4), [2], "complex128"), MtcError, "a Float32Array cannot store dtype complex128 (use Float64Array)");
+  assertThrows(() => new Tensor(new Float64Array(4), [2], "complex64" as DType), MtcError, "a Float64Array cannot store dtype complex64 (use Float32Array)");
+  assertThrows(() => new Tensor(new Float32Array(4), [2], "complex128" as DType), MtcError, "a Float32Array cannot store dtype complex128 (use Float64Array)");
   const odd = assertThrows(() => new Tensor(new Float32Array(5), [2], "complex64"), MtcError, "the Float32Array has an odd length, 5");
   assert(odd.message.includes("a complex64 element is 2 values (real, imaginary)"), odd.message);
   assertSame(odd.code, "MTC_ERR_INVALID_ARGUMENT");

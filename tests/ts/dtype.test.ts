@@ -1,6 +1,6 @@
 // dtypes, typed array mapping and host Tensor validation (no library needed).
 import { DTYPE_SIZE, dtypeOf, HAS_FLOAT16_ARRAY, isNaturalDType, isTypedArray } from "../../ts/tensor/dtype.ts";
-import { DTYPES, MtcError, Tensor, type TypedArray } from "../../ts/mod.ts";
+import { type DType, DTYPES, MtcError, Tensor, type TypedArray } from "../../ts/mod.ts";
 import { trustedTensor } from "../../ts/tensor/tensor.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
 
@@ -90,10 +90,13 @@ test("Tensor: shape product must equal the element count", () => {
 });
 
 test("Tensor: data must be a typed array that can store the dtype", () => {
+  // The types refuse what run time refuses (a caller without types gets the MtcError):
+  // @ts-expect-error: a Float32Array cannot hold int32
   assertThrows(() => new Tensor(new Float32Array(4), [4], "int32"), MtcError, "a Float32Array cannot store dtype int32");
+  // @ts-expect-error: nor an Int8Array bool
   assertThrows(() => new Tensor(new Int8Array(4), [4], "bool"), MtcError, "use Uint8Array or Uint8ClampedArray");
-  assertThrows(() => new Tensor(new Uint8Array(4), [4], "complex32" as never), MtcError, 'unknown dtype "complex32"');
-  assertThrows(() => new Tensor(new Uint8Array(16), [2], "complex64"), MtcError, "a Uint8Array cannot store dtype complex64 (use Float32Array)");
+  assertThrows(() => new Tensor(new Uint8Array(4), [4], "complex32" as unknown as DType), MtcError, 'unknown dtype "complex32"');
+  assertThrows(() => new Tensor(new Uint8Array(16), [2], "complex64" as DType), MtcError, "a Uint8Array cannot store dtype complex64 (use Float32Array)");
   assertThrows(() => new Tensor(new DataView(new ArrayBuffer(4)) as never, [4]), MtcError, "must be a typed array, got DataView");
   assertThrows(() => new Tensor([1, 2] as never, [2]), MtcError, "must be a typed array, got Array");
 });

@@ -1,7 +1,19 @@
 // The result types say what a copy gives at run time (issue 26, 7 and 13b):
 // each assignment below compiles under tsc and deno check only if the types
 // are right, and each assertion checks that run time agrees.
-import { DeviceTensor, disposeAll, type HostLeaf, startCopy, Stream, Tensor } from "../../ts/mod.ts";
+import {
+  Arena,
+  DeviceTensor,
+  disposeAll,
+  type DType,
+  DTYPES,
+  type HostLeaf,
+  pinnedTensor,
+  startCopy,
+  Stream,
+  Tensor,
+  type TypedArray,
+} from "../../ts/mod.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, test } from "./harness.ts";
 
@@ -50,14 +62,53 @@ typesTest("a round trip to cpu gives back what went in: a Tensor as a Tensor, an
 
 typesTest("tensors of unknown origin come back by their shape and dtype", async () => {
   using empty = DeviceTensor.empty([2], "float32", "cuda:0");
-  same<ReturnType<typeof empty.toHost>, HostLeaf>(true);
+  same<ReturnType<typeof empty.toHost>, Float32Array<ArrayBuffer> | Tensor<"float32">>(true);
+  const dtype: DType = DTYPES[0]!; // known only at run time
+  using any = DeviceTensor.empty([2], dtype, "cuda:0");
+  same<ReturnType<typeof any.toHost>, HostLeaf>(true);
   const host = empty.toHost();
   assert(host instanceof Float32Array, "1-D float32: a Float32Array");
   using square = DeviceTensor.zeros([2, 2], "float32", "cuda:0");
   assert(square.toHost() instanceof Tensor);
-  const back = await startCopy({ t: empty }, "cpu");
-  same<typeof back.t, HostLeaf>(true);
+  const back = await startCopy({ t: empty, any }, "cpu");
+  same<typeof back.t, Float32Array<ArrayBuffer> | Tensor<"float32">>(true);
+  same<typeof back.any, HostLeaf>(true);
   disposeAll(back);
+});
+
+typesTest("a dtype named in the call types the data (issue 35): pinned, arena and device tensors", async () => {
+  const x = new Float32Array(400).fill(1.5);
+  using arena = Arena.create(1 << 16);
+  const boxes = arena.tensor("float32", [100, 4]);
+  boxes.data.set(x); // a Float32Array's set: no cast
+  same<typeof boxes.data, Float32Array>(true);
+  same<typeof boxes.dtype, "float32">(true);
+  using ids = pinnedTensor("int64", [3]);
+  ids.data.fill(7n);
+  same<typeof ids.data, BigInt64Array>(true);
+  using sevens = pinnedTensor("int32", [2, 2]);
+  sevens.data.fill(7);
+  assertEquals(Array.from(sevens.data), [7, 7, 7, 7]);
+  // A Tensor made from an array keeps the array's kind; with a dtype, that dtype.
+  const mine = new Tensor(new Int16Array(4), [2, 2]);
+  same<typeof mine.data, Int16Array<ArrayBuffer>>(true);
+  const flags = new Tensor(new Uint8Array(2), [2], "bool");
+  same<typeof flags.dtype, "bool">(true);
+  const plain: Tensor = flags; // every Tensor is a Tensor
+  same<typeof plain.data, TypedArray>(true);
+  // On the device and back, the dtype goes along.
+  const onGpu = await startCopy({ boxes, flags, bare: new Float64Array(2) }, "cuda:0");
+  same<typeof onGpu.boxes, DeviceTensor<Tensor<"float32">>>(true);
+  same<typeof onGpu.boxes.dtype, "float32">(true);
+  same<typeof onGpu.bare.dtype, "float64">(true);
+  const back = onGpu.boxes.toTensor();
+  same<typeof back.data, Float32Array>(true);
+  assertEquals(Array.from(back.data.subarray(0, 2)), [1.5, 1.5]);
+  using zeros = DeviceTensor.zeros([3], "int8", "cuda:0");
+  same<typeof zeros.dtype, "int8">(true);
+  assertSame(zeros.dtype, "int8");
+  disposeAll(onGpu);
+  await arena.reset();
 });
 
 typesTest("the library's objects and other known classes are typed as passing through", async () => {

@@ -60,7 +60,7 @@ export function statusName(status: number): StatusName {
  * @example
  * ```ts
  * try {
- *   startCopy({ a: [new Float32Array(4), Symbol()] }, "gpu");
+ *   startCopy({ a: [new Float32Array(4), Symbol()] }, parseDevice(args[0] ?? "gpu")); // "gpu" is no device
  * } catch (e) {
  *   if (e instanceof MtcError) console.log(e.code, e.path, e.message);
  * }
@@ -100,7 +100,12 @@ export class MtcError extends Error {
       const at = stack.indexOf("\n    at ");
       const cause = e.cause === undefined ? "" : `\n  [cause]: ${nested(e.cause).split("\n").join("\n  ")}`;
       return `MtcError [${e.code}]: ${e.message}${at >= 0 ? stack.slice(at) : ""}${cause}`;
-    });
+    }, false);
+  }
+
+  /** For JSON.stringify: its name, code, status, path and message (an Error's message is no own field). */
+  toJSON(): { name: string; code: StatusName; status: number; path: string | undefined; message: string } {
+    return { name: this.name, code: this.code, status: this.status, path: this.path, message: this.message };
   }
 }
 

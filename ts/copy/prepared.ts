@@ -14,6 +14,7 @@
 
 import { markClass } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { counted, defineInspect } from "../base/inspect.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
 import { CURRENT_CUDA, type Device, deviceName, parseDevice } from "../gpu/device.ts";
 import { releasePinned } from "../tensor/host_output.ts";
@@ -77,6 +78,11 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
 
   static {
     markClass(this, "PreparedCopy");
+    // console.log: "PreparedCopy(12 leaves to cuda:0)".
+    defineInspect<PreparedCopy>(this.prototype, "PreparedCopy", (p) => {
+      if (!(#template in p)) return "PreparedCopy (not made by this library)";
+      return `PreparedCopy(${counted(p.#template.leaves.length, "leaf", "leaves")} to ${deviceName(p.#target)}${p.#disposed ? ", disposed" : ""})`;
+    });
     makePrepared = (...fields) => new PreparedCopy(MADE_HERE, ...fields);
     isPrepared = (value) => typeof value === "object" && value !== null && #template in value;
   }

@@ -12,9 +12,10 @@
 
 import { markClass } from "../base/copy_identity.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
+import { counted, defineInspect } from "../base/inspect.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import type { BlockHolder } from "../gpu/block.ts";
-import { DEVICE_CPU } from "../gpu/device.ts";
+import { DEVICE_CPU, deviceName } from "../gpu/device.ts";
 import { type DeviceTensor, holderOf, tensorDisposed } from "../tensor/device_tensor.ts";
 import { releaseDescriptors, takeDescriptors } from "./describe.ts";
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
@@ -77,6 +78,11 @@ export class PreparedCopyInto<S = unknown, D = unknown> {
 
   static {
     markClass(this, "PreparedCopyInto");
+    // console.log: "PreparedCopyInto(12 leaves into cuda:0)".
+    defineInspect<PreparedCopyInto>(this.prototype, "PreparedCopyInto", (p) => {
+      if (!(#template in p)) return "PreparedCopyInto (not made by this library)";
+      return `PreparedCopyInto(${counted(p.#template.leaves.length, "leaf", "leaves")} into ${deviceName(p.#target)}${p.#disposed ? ", disposed" : ""})`;
+    });
     makePreparedInto = (...fields) => new PreparedCopyInto(MADE_HERE, ...fields);
     isPreparedInto = (value) => typeof value === "object" && value !== null && #template in value;
   }

@@ -11,6 +11,7 @@ import { type AsyncCopyHandle, type Copied, startCopyWith } from "./start_copy.t
 import { newHandle } from "./handle.ts";
 import { DEVICE_CPU, type Device, deviceName, parseDevice } from "../gpu/device.ts";
 import { checkOptionNames, invalidArgument } from "../base/errors.ts";
+import { defineInspect } from "../base/inspect.ts";
 import type { CopyOptions } from "./options.ts";
 import { cudaOrdinal, Stream } from "../gpu/stream.ts";
 
@@ -130,6 +131,10 @@ function resolveSpec(value: Device | DeviceSpec, role: string): ResolvedSpec {
  * another device and back is lossless). `forward` returns its input.
  */
 export class Identity {
+  static {
+    defineInspect<Identity>(this.prototype, "Identity", () => "Identity");
+  }
+
   /** Returns `x` itself. */
   forward<T>(x: T): T {
     return x;
@@ -183,6 +188,14 @@ export class ToDevice<S extends Device = Device, D extends Device = Device> {
   readonly #from: ResolvedSpec;
   readonly #to: ResolvedSpec;
   #adjoint: ToDevice<D, S> | null = null;
+
+  static {
+    // console.log: "ToDevice(cuda:0 to cuda:1)".
+    defineInspect<ToDevice>(this.prototype, "ToDevice", (t) => {
+      if (!(#from in t)) return "ToDevice (not made by its constructor)";
+      return `ToDevice(${deviceName(t.#from.ordinal)} to ${deviceName(t.#to.ordinal)})`;
+    });
+  }
 
   /**
    * The operator from `source` to `target`: each a device name, or a

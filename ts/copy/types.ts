@@ -66,7 +66,7 @@ export type HostArrayOf<A extends TypedArray> = A extends Uint8ClampedArray | Ui
  * DeviceTensor that remembers what it comes back to the host as (a Tensor's
  * copy as a Tensor, a Float32Array's as a Float32Array).
  */
-export type OnDevice<T> = T extends Tensor ? DeviceTensor<Tensor>
+export type OnDevice<T> = T extends Tensor<infer D, infer _A> ? DeviceTensor<Tensor<D>>
   : T extends TypedArray ? DeviceTensor<HostArrayOf<T>>
   : T extends DeviceTensor<infer H> ? DeviceTensor<H>
   : T extends PassThrough ? T
@@ -91,7 +91,7 @@ export type OnHost<T> = T extends DeviceTensor<infer H> ? H
  * the same containers, each tensor leaf either where it was or a copy.
  */
 export type OnAnyDevice<T> = T extends DeviceTensor<infer H> ? DeviceTensor<H> | H
-  : T extends Tensor ? T | DeviceTensor<Tensor>
+  : T extends Tensor<infer D, infer _A> ? T | DeviceTensor<Tensor<D>>
   : T extends TypedArray ? T | DeviceTensor<HostArrayOf<T>>
   : T extends PassThrough ? T
   : T extends ReadonlyMap<infer K, infer V> ? Map<K, OnAnyDevice<V>>

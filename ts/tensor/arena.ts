@@ -29,6 +29,7 @@ import { bufferUnder, isDetached, viewByteLength as viewByteLengthOf, viewByteOf
 import { library, requireSymbol } from "../ffi/library.ts";
 import { adoptBlockRef, releaseBlockRef } from "../ffi/owner.ts";
 import { markClass } from "../base/copy_identity.ts";
+import { defineInspect } from "../base/inspect.ts";
 
 /** Where each tensor of an arena starts: a multiple of this (the copy packs at 16 by default; every dtype fits). */
 export const ARENA_ALIGNMENT = 16;
@@ -85,6 +86,11 @@ export class Arena {
 
   static {
     markClass(this, "Arena");
+    // console.log: "Arena(1600 of 1048576 bytes used)", from its own state (busy would ask C).
+    defineInspect<Arena>(this.prototype, "Arena", (a) => {
+      if (!(#block in a)) return "Arena (not made by this library)";
+      return a.#disposed ? `Arena(${a.#capacity} bytes, disposed)` : `Arena(${a.#used} of ${a.#capacity} bytes used)`;
+    });
   }
 
   private constructor(made: symbol, block: number, address: number, capacity: number) {
@@ -164,7 +170,7 @@ export class Arena {
   }
 
   /** The next tensor of `dtype` and `shape` in the arena, contents undefined. */
-  tensor(dtype: DType, shape: readonly number[]): Tensor {
+  tensor<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D, StorageFor<D>> {
     const layout = checkedLayout("Arena.tensor", dtype, shape);
     const { buffer, offset } = this.#take("Arena.tensor", layout.bytes);
     return trustedTensor(viewStorage(dtype, buffer, offset, layout.elements)!, layout.shape, dtype);

@@ -8,7 +8,10 @@ import { BlockHolder } from "../gpu/block.ts";
 import { type Device, deviceName } from "../gpu/device.ts";
 import { allocateDeviceBlock } from "../gpu/device_memory.ts";
 import { setTensorBlockReader } from "../gpu/kernel.ts";
-import type { DType, TypedArray } from "./dtype.ts";
+import type { DType } from "./dtype.ts";
+import type { DTypeOf, HostLeaf, HostLeafFor } from "./host_leaf.ts";
+
+export type { DTypeOf, HostLeaf, HostLeafFor } from "./host_leaf.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { defineInspect } from "../base/inspect.ts";
 import { markClass } from "../base/copy_identity.ts";
@@ -60,12 +63,6 @@ export let makeDeviceTensor: (...fields: [
   block: number, offset: number, packed: boolean, holder: BlockHolder | null, keepsTensor?: boolean,
   group?: ResultGroup | null,
 ]) => DeviceTensor;
-
-/**
- * What a DeviceTensor comes back as from a copy to the host: a typed array
- * (a 1-D tensor of a dtype that has one) or a {@link Tensor}.
- */
-export type HostLeaf = TypedArray | Tensor;
 
 /**
  * @internal True when `value` was made by DeviceTensor's constructor, so
@@ -136,7 +133,10 @@ export function setCopyToHost(fn: (tensor: DeviceTensor) => HostLeaf): void {
  * "cpu")`): a copy of a {@link Tensor} is a `DeviceTensor<Tensor>` and comes
  * back as a Tensor; a copy of a bare `Float32Array` a
  * `DeviceTensor<Float32Array>` and comes back as one; others
- * (`DeviceTensor.empty`, `fromDLPack`) may be either.
+ * (`DeviceTensor.empty`, `fromDLPack`) may be either. Its `dtype` is typed
+ * from `H` ({@link DTypeOf}): a `DeviceTensor<Tensor<"float32">>` or a
+ * `DeviceTensor<Float32Array>` says "float32".
+ 
  *
  * @example
  * ```ts
@@ -216,8 +216,8 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   }
 
   /** The element type. */
-  get dtype(): DType {
-    return this.#dtype;
+  get dtype(): DTypeOf<H> {
+    return this.#dtype as DTypeOf<H>;
   }
 
   /** Where it lives: "cuda:N". */
@@ -262,13 +262,13 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
    * using out = DeviceTensor.empty([4, 3], "float32", "cuda:0"); // 48 bytes on cuda:0
    * ```
    */
-  static empty(shape: readonly number[], dtype: DType, device: Device | number): DeviceTensor {
-    return allocate("empty", shape, dtype, device, false);
+  static empty<D extends DType>(shape: readonly number[], dtype: D, device: Device | number): DeviceTensor<HostLeafFor<D>> {
+    return allocate("empty", shape, dtype, device, false) as DeviceTensor<HostLeafFor<D>>;
   }
 
   /** Like {@link DeviceTensor.empty}, with every byte zero. */
-  static zeros(shape: readonly number[], dtype: DType, device: Device | number): DeviceTensor {
-    return allocate("zeros", shape, dtype, device, true);
+  static zeros<D extends DType>(shape: readonly number[], dtype: D, device: Device | number): DeviceTensor<HostLeafFor<D>> {
+    return allocate("zeros", shape, dtype, device, true) as DeviceTensor<HostLeafFor<D>>;
   }
 
   /** True after dispose(). */
@@ -335,9 +335,9 @@ export class DeviceTensor<H extends HostLeaf = HostLeaf> {
   }
 
   /** Like {@link toHost}, but always a Tensor with this tensor's shape and dtype. */
-  toTensor(): Tensor {
+  toTensor(): Tensor<DTypeOf<H>> {
     checkThis(this, "toTensor");
-    return asTensor(this.toHost(), this.#shape, this.#dtype);
+    return asTensor(this.toHost(), this.#shape, this.#dtype) as Tensor<DTypeOf<H>>;
   }
 
   /** Gives this tensor's share of its block back. Idempotent. */

@@ -258,7 +258,7 @@ export function fromDLPack(address: number | bigint): DeviceTensor | Tensor {
  *
  * @example
  * ```ts
- * const host = fromDLPack(address) as Tensor;
+ * const host = fromDLPack(address) as Tensor<"float32">;
  * const sum = host.data.reduce((a, b) => a + b, 0);
  * releaseDLPack(host); // host.data is empty from here on
  * ```

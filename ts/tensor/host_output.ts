@@ -97,7 +97,7 @@ export function hostLeafView(
  *
  * @example
  * ```ts
- * const back = await startCopy(onGpu, "cpu");
+ * const back = await startCopy({ boxes: onGpu }, "cpu");
  * isPinnedHostOutput(back.boxes); // true
  * ```
  */
@@ -195,7 +195,7 @@ export function releasePinned(value: unknown, owner = false): boolean {
  *
  * @example
  * ```ts
- * const back = await startCopy(onGpu, "cpu");
+ * const back = await startCopy({ losses: onGpu }, "cpu");
  * const total = back.losses.reduce((a, b) => a + b, 0);
  * releaseHostOutput(back); // back.losses is now empty
  * ```
@@ -240,4 +240,7 @@ export function ownedCopy(leaf: TypedArray | Tensor): TypedArray | Tensor {
   return leaf instanceof Tensor ? trustedTensor(copy, leaf.shape, leaf.dtype) : copy;
 }
 
-setTensorDisposeHook((tensor) => releasePinned(tensor));
+setTensorDisposeHook((tensor) => releasePinned(tensor), (data) => {
+  const buffer = bufferUnder(data);
+  return buffer !== undefined && pinned.has(buffer as ArrayBuffer) && !isDetached(buffer);
+});

@@ -100,7 +100,7 @@ export function checkedLayout(call: string, dtype: DType, shape: readonly number
  * const onGpu = await startCopy({ boxes }, "cuda:0"); // one DMA, no staging
  * ```
  */
-export function pinnedTensor(dtype: DType, shape: readonly number[], options?: PinnedOptions): Tensor {
+export function pinnedTensor<D extends DType>(dtype: D, shape: readonly number[], options?: PinnedOptions): Tensor<D, StorageFor<D>> {
   const read = readPinnedOptions("pinnedTensor", options);
   const layout = checkedLayout("pinnedTensor", dtype, shape);
   const buffer = pinnedStorage("pinnedTensor", layout.bytes, read);

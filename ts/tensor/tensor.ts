@@ -4,12 +4,14 @@
  * @module
  */
 
+import type { DataFor } from "./dtype_arrays.ts";
 import {
   type DType,
   DTYPE_SIZE,
   dtypeOf,
   isDType,
   storageFits,
+  type StorageFor,
   storageKinds,
   type TypedArray,
   typedArrayKind,
@@ -48,6 +50,10 @@ export let constructedSize: (tensor: Tensor) => number;
  * const phases = new Tensor(new Float32Array([1, 0, 0, 1]), [2], "complex64"); // 1, i
  * ```
  *
+ * `D` is the dtype and `A` the kind of its data, as far as types know them:
+ * `Tensor<"float32">`'s data is a Float32Array, `new Tensor(new Int8Array(4),
+ * [2, 2])`'s an Int8Array; a plain `Tensor` may hold any of them.
+ *
  * The fields describe the caller's memory and may be changed after
  * construction (they are readonly only by type; a `data` getter, for a
  * tensor made lazily, is fine): each copy reads `data`, `shape`, `dtype`,
@@ -66,20 +72,20 @@ export let constructedSize: (tensor: Tensor) => number;
  * const everyOtherRow = new Tensor(image, [240, 640, 3], "float32", { strides: [3840, 3, 1] });
  * ```
  */
-export class Tensor {
+export class Tensor<D extends DType = DType, A extends DataFor<D> = DataFor<D>> {
   /**
    * The elements, row-major; for a strided tensor, the storage its layout
    * reads. The copy reads exactly these bytes (a strided one: the elements
    * its layout names).
    */
-  readonly data: TypedArray;
+  readonly data: A;
   /**
    * Extent of each dimension; [] is a scalar (one element). Frozen: tensors
    * of one shape may share the array, and copies share it with their source.
    */
   readonly shape: readonly number[];
   /** The element type. */
-  readonly dtype: DType;
+  readonly dtype: D;
   /** Number of elements (the product of the shape), fixed at construction. */
   readonly size: number;
   /**
@@ -104,7 +110,7 @@ export class Tensor {
    * (the strides of the shape) keeps `data.subarray(offset, offset + size)`
    * as a dense tensor's data.
    */
-  constructor(data: TypedArray, shape: readonly number[], dtype?: DType, layout?: TensorLayout) {
+  constructor(data: A, shape: readonly number[], dtype?: D, layout?: TensorLayout) {
     if (trusting) {
       // Made by a copy from data it laid out itself: nothing to check, and
       // the shape is the source's own frozen array. Same fields, same order.
@@ -169,14 +175,14 @@ export class Tensor {
       if (problem !== null) throw invalidArgument(problem);
       if (count === 0 || isDenseLayout(shape, checked)) {
         const lanes = elementSize / (data as Uint8Array).BYTES_PER_ELEMENT; // storage elements per element
-        data = (data as Uint8Array).subarray(offset * lanes, (offset + count) * lanes) as unknown as TypedArray;
+        data = (data as Uint8Array).subarray(offset * lanes, (offset + count) * lanes) as unknown as A;
         offset = 0;
       } else strides = Object.freeze(checked);
     }
     this.data = data;
     // Frozen once here, so that copies can share it without copying it.
     this.shape = this.#shape = frozenShape(shape);
-    this.dtype = resolved;
+    this.dtype = resolved as D;
     this.size = this.#size = count;
     this.strides = strides;
     this.offset = offset;
@@ -273,10 +279,13 @@ export function releasedMemory(buffer: ArrayBufferLike, whose: string): string |
 
 /** What Tensor#dispose does: set by host_output.ts (which imports this file). */
 let disposeHook: ((tensor: Tensor) => unknown) | null = null;
+/** Whether a Tensor's data lies in pinned memory of the library's, for console.log: set with disposeHook. */
+let pinnedData: (data: unknown) => boolean = () => false;
 
-/** @internal Sets what Tensor#dispose does. */
-export function setTensorDisposeHook(hook: (tensor: Tensor) => unknown): void {
+/** @internal Sets what Tensor#dispose does, and how a Tensor's data is found pinned. */
+export function setTensorDisposeHook(hook: (tensor: Tensor) => unknown, isPinned: (data: unknown) => boolean): void {
   disposeHook = hook;
+  pinnedData = isPinned;
 }
 
 const LAYOUT_FIELDS: readonly string[] = ["strides", "offset"];
@@ -289,9 +298,9 @@ let trusting = false;
  * (frozen) and `dtype` (a copy's host outputs, by the hundred): the checks
  * and the shape copy of the public constructor are skipped.
  */
-export function trustedTensor(data: TypedArray, shape: readonly number[], dtype: DType): Tensor {
+export function trustedTensor<D extends DType>(data: TypedArray, shape: readonly number[], dtype: D): Tensor<D, StorageFor<D>> {
   trusting = true;
-  const tensor = new Tensor(data, shape, dtype);
+  const tensor = new Tensor(data as StorageFor<D>, shape, dtype);
   trusting = false;
   return tensor;
 }
@@ -310,7 +319,8 @@ function showTensor(t: Tensor): string {
   const { data, shape, dtype, strides } = t;
   const dims = Array.isArray(shape) ? showShape(shape) : showValue(shape);
   const layout = strides === undefined ? "" : `, strided ${Array.isArray(strides) ? showShape(strides) : showValue(strides)}`;
-  const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} cpu${layout})`;
+  const where = viewByteLength(data) > 0 && pinnedData(data) ? "cpu, pinned" : "cpu";
+  const head = `Tensor(${typeof dtype === "string" ? dtype : showValue(dtype)} ${dims} ${where}${layout})`;
   if (viewByteLength(data) < 0) return `${head} (data is no typed array)`;
   if (releasedData(data, "") !== undefined) return `${head.slice(0, -1)}, disposed)`;
   if (strides !== undefined) return head; // its storage's values are not its elements

@@ -10,6 +10,7 @@ import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "../copy/opt
 import { type AbortSignalLike, readSignal } from "../copy/wait_limit.ts";
 import { type Device, parseDevice } from "../gpu/device.ts";
 import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
+import { counted, defineInspect } from "../base/inspect.ts";
 import { dropMoved, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
 import type { FromWorker, StartMessage } from "./loader_protocol.ts";
 import { type LoaderWorker, newWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
@@ -195,6 +196,16 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
 
   static {
     makeLoader = (start, workers, depth, signal) => new Loader(MADE_HERE, start, workers, depth, signal);
+    defineInspect<Loader<unknown>>(this.prototype, "Loader", (l) => (#workers in l ? l.#show() : "Loader (not made by this library)"));
+  }
+
+  /** What console.log shows: "Loader(4 workers, next batch 3 of 10, 2 ready)". */
+  #show(): string {
+    const workers = counted(this.#workers.length, "worker", "workers");
+    if (this.#closed) return `Loader(${workers}, closed)`;
+    if (this.#failure !== null) return `Loader(${workers}, failed)`;
+    const of = Number.isFinite(this.#end) ? ` of ${this.#end}` : "";
+    return `Loader(${workers}, next batch ${this.#next}${of}, ${this.#arrived.size} ready)`;
   }
 
   #startWorker(worker: number, start: StartMessage): void {

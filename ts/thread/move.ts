@@ -51,7 +51,7 @@ export { takeResult } from "./take.ts";
  * const onGpu = await startCopy(batch, "cuda:0");
  * postMessage(moveResult(onGpu));
  * // on the main thread:
- * worker.onmessage = (e) => { const batch = takeResult(e.data); ... };
+ * worker.onmessage = (e) => train(takeResult(e.data));
  * ```
  */
 export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
