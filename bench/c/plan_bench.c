@@ -7,7 +7,9 @@
  * where a copy's time goes without any JavaScript. S1prep and S1pprep are
  * the S1 and S1p batches submitted from one prepared copy each
  * (mtc/prepared.h): one mtc_prepared_submit per run, timed as the submit
- * (create+add 0). The batches: batches.h. Prints, per scenario and
+ * (create+add 0). I1 and I1prep copy the example batch into existing
+ * blocks of cuda:0 by a plain plan and from a prepared copy (its scatter
+ * tables kept on the device). The batches: batches.h. Prints, per scenario and
  * mode (background thread on/off), the median of each phase in µs:
  * create+add, submit (until it returns), wait, results, release, and the
  * plan's own staging_ns / submit_ns.
@@ -57,11 +59,13 @@ static uint32_t staging_threads;
 
 /* A prepared copy of b to target under these options (made of a plan that
  * is never submitted). */
-static mtc_prepared *prepared_of(const batch *b, int32_t target, const mtc_options *options) {
+static mtc_prepared *prepared_of(const batch *b, int32_t target, const mtc_options *options,
+                                 const batch *into) {
   mtc_plan *plan = NULL;
   mtc_prepared *prepared = NULL;
   mtc_status s = mtc_plan_create(target, options, &plan);
-  if (s == MTC_OK) s = mtc_plan_add_leaves(plan, b->leaves, b->count);
+  if (s == MTC_OK && into == NULL) s = mtc_plan_add_leaves(plan, b->leaves, b->count);
+  if (s == MTC_OK && into != NULL) s = mtc_plan_add_leaves_into(plan, b->leaves, into->leaves, b->count);
   if (s == MTC_OK) s = mtc_prepared_create(plan, &prepared);
   if (s != MTC_OK) die("making a prepared copy", s);
   mtc_plan_release(plan);
@@ -78,7 +82,7 @@ static void run_plan(const char *name, const batch *b, int32_t target, int backg
   options.use_background_thread = (uint32_t)background;
   if (piece_bytes != 0) options.staging_piece_bytes = piece_bytes;
   options.staging_threads = staging_threads;
-  mtc_prepared *copy = prepared ? prepared_of(b, target, &options) : NULL;
+  mtc_prepared *copy = prepared ? prepared_of(b, target, &options, into) : NULL;
   enum { BUILD, SUBMIT, WAIT, RESULTS, RELEASE, TOTAL, STAGE, ENQUEUE, PHASES };
   double *t[PHASES];
   for (int p = 0; p < PHASES; p++) t[p] = calloc((size_t)runs, sizeof(double));
@@ -255,8 +259,11 @@ int main(int argc, char **argv) {
   }
   batch example = example_batch(), tiny = tiny_batch(), large = large_batch(),
         mixed = mixed_batch();
-  mtc_plan *sources;
+  mtc_plan *sources, *dest_plan;
   batch back = on_device(&example, 0, &sources, NULL);
+  /* I1, I1prep: the example batch into existing blocks of cuda:0. */
+  mtc_block **dest_blocks = malloc(example.count * sizeof *dest_blocks);
+  batch dest = on_device(&example, 0, &dest_plan, dest_blocks);
   mtc_block *pinned_blocks[3];
   batch example_p = in_pinned(&example, &pinned_blocks[0]),
         large_p = in_pinned(&large, &pinned_blocks[1]),
@@ -271,6 +278,8 @@ int main(int argc, char **argv) {
     if (wanted(only, "S4")) run("S4", &back, MTC_DEVICE_CPU, background, runs);
     if (wanted(only, "S1p")) run("S1p", &example_p, 0, background, runs);
     if (wanted(only, "S1prep")) run_plan("S1prep", &example, 0, background, runs, NULL, NULL, 1);
+    if (wanted(only, "I1")) run_plan("I1", &example, 0, background, runs, &dest, dest_blocks, 0);
+    if (wanted(only, "I1prep")) run_plan("I1prep", &example, 0, background, runs, &dest, NULL, 1);
     if (wanted(only, "S1pprep")) run_plan("S1pprep", &example_p, 0, background, runs, NULL, NULL, 1);
     if (wanted(only, "S2p")) run("S2p", &large_p, 0, background, runs / 20 + 10);
     if (wanted(only, "S7p")) run("S7p", &mixed_p, 0, background, runs / 4 + 10);
@@ -281,6 +290,9 @@ int main(int argc, char **argv) {
   } else if (only == NULL || wanted(only, "D1") || wanted(only, "D2")) {
     printf("D1, D2: not run (needs two GPUs; this host has %d)\n", devices);
   }
+  mtc_plan_release(dest_plan);
+  free(dest.leaves);
+  free(dest_blocks);
   mtc_plan_release(sources);
   return 0;
 }
