@@ -99,7 +99,8 @@ export class Arena {
   /**
    * A new arena of `bytes` of pinned memory (counted against the limit on
    * pinned memory held by tensors and arenas, `setPinnedHeldLimit`). Throws
-   * MtcError naming that limit when it would pass it.
+   * MtcError naming that limit when it would pass it. Without a GPU (no
+   * CUDA driver, or none seen), pageable memory with the same API.
    */
   static create(bytes: number, options?: PinnedOptions): Arena {
     const read = readPinnedOptions("Arena.create", options);
