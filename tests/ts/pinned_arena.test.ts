@@ -291,6 +291,7 @@ test("pinned: without a CUDA driver, pinned tensors and arenas are pageable memo
     ["copy to cpu", "[7,3,3,true]"],
     ["arena copy to cpu", "44"],
     ["held", "0"],
+    ["moved", "[6,6]"],
     ["after reset", "[0,true]"],
     ["after dispose", "[0,true]"],
   ];
