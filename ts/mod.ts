@@ -33,6 +33,9 @@
  * @module
  */
 
+// First: outside Bun and Deno, the import stops here, saying so.
+import "./base/supported_runtime.ts";
+
 export {
   AsyncCopyHandle,
   type Copied,

@@ -10,6 +10,8 @@
  * @module
  */
 
+// First: outside Bun and Deno, the import stops here, saying so.
+import "./base/supported_runtime.ts";
 import { adoptCopy } from "./base/copy_identity.ts";
 import * as own from "./mod.ts";
 

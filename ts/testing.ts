@@ -18,7 +18,7 @@
  */
 
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDisposed } from "./tensor/device_tensor.ts";
-import { invalidArgument, MtcError, Status, statusName } from "./base/errors.ts";
+import { invalidArgument, invalidState, MtcError, Status, statusName } from "./base/errors.ts";
 import { library, requireSymbol } from "./ffi/library.ts";
 import type { Stream } from "./gpu/stream.ts";
 
@@ -30,7 +30,7 @@ export type DeviceRange = DeviceTensor | { address: number; bytes: number };
 function range(target: DeviceRange, what: string): { address: number; bytes: number } {
   if (target instanceof DeviceTensor) {
     if (!isDeviceTensor(target)) throw notADeviceTensor(undefined, `${what}: the range is `);
-    if (tensorDisposed(target)) throw invalidArgument(`${what}: the DeviceTensor was disposed`);
+    if (tensorDisposed(target)) throw invalidState(`${what}: the DeviceTensor was disposed`);
     return { address: tensorAddress(target), bytes: tensorBytes(target) };
   }
   if (!Number.isSafeInteger(target.address) || !Number.isSafeInteger(target.bytes) || target.bytes < 0) {

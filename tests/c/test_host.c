@@ -314,6 +314,25 @@ static void test_no_driver(void) {
   CHECK_STATUS(mtc_cuda_current_device(&device), MTC_ERR_NO_DRIVER);
   CHECK(device == 0);
 
+  /* Pinned memory the caller holds: pageable memory in its place, used the
+   * same way, counted against no pinned limit (mtc/pinned.h). */
+  for (int32_t ordinal = 0; ordinal < 4; ordinal += 3) {
+    mtc_block *block = NULL;
+    CHECK_OK(mtc_host_block_alloc(ordinal, 3000, &block));
+    mtc_block_info info = {.struct_size = sizeof info};
+    CHECK_OK(mtc_block_get_info(block, &info));
+    CHECK(info.device == MTC_DEVICE_CPU && info.pinned == 0);
+    CHECK(info.address % 16 == 0 && info.bytes >= 3000);
+    memset((void *)(uintptr_t)info.address, 7, 3000);
+    CHECK(mtc_block_busy(block) == 0);
+    CHECK_OK(mtc_block_wait_idle(block));
+    mtc_block_release(block);
+  }
+  mtc_block *none = NULL;
+  CHECK_STATUS(mtc_host_block_alloc(-1, 64, &none), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_host_block_alloc(0, 0, &none), MTC_ERR_INVALID_ARGUMENT);
+  CHECK(none == NULL);
+
   /* A device leaf in a host plan: the submit names the leaf. */
   for (uint32_t background = 0; background < 2; background++) {
     mtc_options o = options_bg(background);

@@ -212,7 +212,7 @@ badInput("a disposed DeviceTensor is an error naming its path, whatever the targ
   for (const device of ["cpu", "cuda:0", "cuda:1"] as const) {
     expectError(
       () => startCopy(new Map<string, unknown>([["cams", [{ ok: new Uint8Array(1) }, { depths: t }]]]), device),
-      "MTC_ERR_INVALID_ARGUMENT",
+      "MTC_ERR_INVALID_STATE",
       '["cams"][1].depths',
       "this DeviceTensor was disposed and cannot be copied",
     );

@@ -123,6 +123,15 @@ export function mapEntries(map: Map<unknown, unknown>, path: string): [unknown, 
   }
 }
 
+/**
+ * Shorthand for an MTC_ERR_INVALID_STATE error: the code of every use of
+ * something disposed or released (a DeviceTensor, pinned memory, an arena,
+ * a stream, a handle), whichever call finds it.
+ */
+export function invalidState(message: string, path?: string): MtcError {
+  return new MtcError(Status.MTC_ERR_INVALID_STATE, message, { path });
+}
+
 /** Shorthand for an MTC_ERR_INVALID_ARGUMENT error. */
 export function invalidArgument(message: string, path?: string): MtcError {
   return new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, message, { path });

@@ -53,22 +53,23 @@ interface Walk {
   readonly deep: Set<object>;
 }
 
-function leafError(node: PathNode | null, key: unknown, why: string): MtcError {
+function leafError(node: PathNode | null, key: unknown, why: string, status: number = Status.MTC_ERR_INVALID_ARGUMENT): MtcError {
   const path = formatPath(node, key);
-  return invalidArgument(`Arena.consolidate: ${path === "" ? "the batch" : `batch${path}`}: ${why}`, path);
+  return new MtcError(status, `Arena.consolidate: ${path === "" ? "the batch" : `batch${path}`}: ${why}`, { path });
 }
 
 /**
  * Why the typed array `data` cannot be read, or undefined: not a typed
- * array, memory of the library's released, a detached buffer, or a
+ * array, a detached buffer (memory of the library's released throws the
+ * MTC_ERR_INVALID_STATE of a use after dispose), or a
  * fixed-length view its resizable buffer shrank past (these read as
  * empty, or throw a bare TypeError, instead of saying so). Asked only of
  * a view of no bytes: one with bytes is none of these.
  */
-function unreadable(data: unknown, whose: string): string | undefined {
+function unreadable(data: unknown, whose: string, node: Container | null, key: unknown): string | undefined {
   if (viewByteLength(data) < 0) return `${whose} data is not a typed array`;
   const released = releasedData(data, whose);
-  if (released !== undefined) return released;
+  if (released !== undefined) throw leafError(node, key, released, Status.MTC_ERR_INVALID_STATE); // as every use after dispose
   const buffer = viewBuffer(data as ArrayBufferView);
   let gone = false;
   try {
@@ -99,7 +100,7 @@ function tensorLeaf(value: Tensor, node: Container | null, key: unknown, w: Walk
   if (value.strides !== undefined) throw leafError(node, key, "a strided Tensor; pass a dense one (consolidate keeps layouts as they are)");
   const size = viewByteLength(source);
   if (size <= 0) {
-    const why = unreadable(source, "the Tensor's");
+    const why = unreadable(source, "the Tensor's", node, key);
     if (why !== undefined) throw leafError(node, key, why);
   }
   if (!isDType(dtype) || size !== elements * DTYPE_SIZE[dtype]) {
@@ -113,7 +114,7 @@ function tensorLeaf(value: Tensor, node: Container | null, key: unknown, w: Walk
 function arrayLeaf(source: TypedArray, dtype: DType, node: Container | null, key: unknown, w: Walk): undefined {
   const size = viewByteLength(source);
   if (size <= 0) {
-    const why = unreadable(source, "its");
+    const why = unreadable(source, "its", node, key);
     if (why !== undefined) throw leafError(node, key, why);
   }
   if (size % DTYPE_SIZE[dtype] !== 0) throw leafError(node, key, `its ${size} bytes are no whole number of ${dtype} elements (its constructor is another kind's?)`);
@@ -139,7 +140,7 @@ function visit(value: object, node: Container | null, key: unknown, w: Walk): un
   if (value instanceof DeviceTensor) {
     // Kept as it is; one no copy could read is refused here, as startCopy would.
     if (!isDeviceTensor(value)) throw notADeviceTensor(formatPath(node, key), "Arena.consolidate: ");
-    if (tensorDisposed(value)) throw leafError(node, key, "this DeviceTensor was disposed");
+    if (tensorDisposed(value)) throw leafError(node, key, "this DeviceTensor was disposed", Status.MTC_ERR_INVALID_STATE);
     return value;
   }
   if (value instanceof Map) return mirrorMap(value, node, key, w);

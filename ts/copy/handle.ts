@@ -121,8 +121,9 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * `options.timeoutMs` limits the wait: past it, get() throws an MtcError
    * with code MTC_IN_PROGRESS and the copy goes on (the handle stays usable:
    * get, await or dispose it later). `options.signal` stops it only if it
-   * has aborted when get() is called, since a blocked thread runs no event:
-   * use {@link wait} to abort a wait in progress. Options are read once,
+   * has aborted when get() is called (get() then throws the signal's
+   * reason, as fetch rejects), since a blocked thread runs no event: use
+   * {@link wait} to abort a wait in progress. Options are read once,
    * first (a getter of theirs that disposes the handle makes get() throw
    * MTC_ERR_INVALID_STATE).
    *
@@ -164,9 +165,10 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   /**
    * The copied batch, as `await handle` gives it (without blocking the
    * event loop), within a limit: when `options.signal` aborts (at once if
-   * it has already) or `options.timeoutMs` pass first, the promise rejects
-   * with an MtcError whose code is MTC_IN_PROGRESS (an abort's reason is its
-   * `cause`). Only the wait stops: the copy goes on, and the handle stays as
+   * it has already), the promise rejects with the signal's reason, as fetch
+   * does (an AbortError DOMException for a bare `abort()`, a TimeoutError
+   * for `AbortSignal.timeout`); when `options.timeoutMs` pass first, with an
+   * MtcError whose code is MTC_IN_PROGRESS. Only the wait stops: the copy goes on, and the handle stays as
    * it was (await it, get() it or dispose() it later; the bytes are the
    * copy's). A wait that stopped does nothing more: a copyInto's host
    * destinations are written by a later call, never by it. Options are read

@@ -8,7 +8,7 @@
  */
 
 import { isResizable, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
-import { invalidArgument } from "../base/errors.ts";
+import { invalidArgument, invalidState } from "../base/errors.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
@@ -66,7 +66,7 @@ export function readSide(v: unknown, node: PathNode | null, key: unknown, role: 
 /** A DeviceTensor, by its private state, never its public getters (a subclass may replace them). */
 function deviceSide(v: DeviceTensor, node: PathNode | null, key: unknown, role: string): Side {
   if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(node, key), `the ${role} is `);
-  if (tensorDisposed(v)) throw invalidArgument(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
+  if (tensorDisposed(v)) throw invalidState(`the ${role} DeviceTensor was disposed`, formatPath(node, key));
   const address = tensorAddress(v);
   const bytes = tensorBytes(v);
   return { view: undefined, buffer: undefined, device: tensorDevice(v), dtype: tensorDType(v), shape: tensorShape(v), bytes, begin: address, end: address + bytes };
@@ -91,7 +91,7 @@ function tensorSide(v: Tensor, node: PathNode | null, key: unknown, role: string
 /** A side in memory of the library's that was given back (a pinned output released, ...): an MtcError saying so. */
 function checkReleased(buffer: ArrayBufferLike, whose: string, node: PathNode | null, key: unknown): void {
   const released = releasedMemory(buffer, whose);
-  if (released !== undefined) throw invalidArgument(released, formatPath(node, key));
+  if (released !== undefined) throw invalidState(released, formatPath(node, key));
 }
 
 /**

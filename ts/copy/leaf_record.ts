@@ -12,7 +12,7 @@
  * @module
  */
 
-import { invalidArgument, type MtcError, showValue } from "../base/errors.ts";
+import { invalidArgument, invalidState, type MtcError, showValue } from "../base/errors.ts";
 import {
   bufferByteLength,
   isDetached,
@@ -128,6 +128,7 @@ export function leafError(node: PathNode | null, key: unknown, message: string):
  * dtype) or that only looks readable (see checkReadable).
  */
 export function checkDense(r: LeafRecord, node: PathNode | null, key: unknown): void {
+  checkNotReleased(r, "the Tensor's", node, key);
   if (r.shape === undefined) throw leafError(node, key, shapeProblem(r));
   if (r.bytes !== r.elements * r.elementSize) throw leafError(node, key, mismatchProblem(r));
   if (r.bytes === 0) checkReadable(r, node, key);
@@ -140,14 +141,23 @@ export function checkArray(r: LeafRecord, node: PathNode | null, key: unknown): 
 }
 
 /**
+ * Refuses a leaf on memory of the library's that was given back (a pinned
+ * output released, an arena disposed): MTC_ERR_INVALID_STATE, as every use
+ * after dispose. Only an empty view is looked up (a released one is).
+ */
+function checkNotReleased(r: LeafRecord, whose: string, node: PathNode | null, key: unknown): void {
+  const released = r.bytes === 0 ? releasedMemory(r.buffer!, whose) : undefined;
+  if (released !== undefined) throw invalidState(released, formatPath(node, key));
+}
+
+/**
  * Refuses an empty leaf that only looks empty: memory of the library's
  * released, a detached buffer, or a fixed-length view that its resizable
  * ArrayBuffer shrank past (it reads as length 0).
  */
 export function checkReadable(r: LeafRecord, node: PathNode | null, key: unknown): void {
   const buffer = r.buffer!;
-  const released = releasedMemory(buffer, "its");
-  if (released !== undefined) throw leafError(node, key, released);
+  checkNotReleased(r, "its", node, key);
   if (isDetached(buffer)) {
     throw leafError(node, key, "its ArrayBuffer was detached (transferred or resized away); a detached array cannot be copied");
   }
@@ -167,11 +177,9 @@ function shapeProblem(r: LeafRecord): string {
   return `the Tensor's shape ${Array.isArray(given) ? showShape(given) : showValue(given)} is not an array of integers >= 0`;
 }
 
-/** Why a Tensor's data and dtype cannot be read at all (no typed array, released memory, no dtype), or undefined. */
+/** Why a Tensor's data and dtype cannot be read at all (no typed array, no dtype), or undefined. */
 function unusable(r: LeafRecord): string | undefined {
   if (r.bytes < 0) return "the Tensor's data is not a typed array";
-  const released = r.bytes === 0 ? releasedMemory(r.buffer!, "the Tensor's") : undefined;
-  if (released !== undefined) return released;
   if (!isDType(r.dtype)) return `the Tensor's dtype ${showValue(r.dtype)} is not one of the dtypes`;
   return undefined;
 }
@@ -196,6 +204,7 @@ function mismatchProblem(r: LeafRecord): string {
 
 /** Refuses a strided Tensor whose data, dtype or shape cannot be read (its layout is checked by stridedView). */
 export function checkStrided(r: LeafRecord, node: PathNode | null, key: unknown): void {
+  checkNotReleased(r, "the Tensor's", node, key);
   const problem = unusable(r);
   if (problem !== undefined) throw leafError(node, key, problem);
   if (r.shape === undefined) throw leafError(node, key, shapeProblem(r));

@@ -8,10 +8,10 @@
 import { AsyncCopyHandle, type Copied, startCopy } from "./start_copy.ts";
 import type { Device } from "../gpu/device.ts";
 import { disposeAll } from "../tensor/dispose.ts";
-import { checkOptionNames, invalidArgument, MtcError, showValue } from "../base/errors.ts";
+import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts";
 import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "./options.ts";
 import { Stream, withStream } from "../gpu/stream.ts";
-import { type AbortSignalLike, readSignal, waitStopped } from "./wait_limit.ts";
+import { abortReason, type AbortSignalLike, isAborted, readSignal } from "./wait_limit.ts";
 
 const PREFETCH_OPTIONS: readonly string[] = [...COPY_OPTION_NAMES, "depth", "stream", "signal"];
 
@@ -32,11 +32,10 @@ export interface PrefetchOptions extends CopyOptions {
   stream?: Stream;
   /**
    * Stops the loop when it aborts: the `next()` waiting for a copy (or
-   * called after the abort) rejects with an MtcError whose code is
-   * MTC_IN_PROGRESS (the signal's reason as its `cause`), and, as when the
-   * consumer stops early, every copy not handed out is disposed (after its
-   * copy is over: memory a copy uses is never freed under it) and the
-   * source iterator is closed.
+   * called after the abort) rejects with the signal's reason, as fetch
+   * does, and, as when the consumer stops early, every copy not handed out
+   * is disposed (after its copy is over: memory a copy uses is never freed
+   * under it) and the source iterator is closed.
    */
   signal?: AbortSignalLike;
 }
@@ -73,7 +72,6 @@ export async function* prefetch<T, D extends Device>(
   checkOptionNames(options, PREFETCH_OPTIONS, "prefetch: ");
   const { depth = 2, stream, signal: given, ...copyOptions } = options;
   const signal = readSignal("prefetch", given);
-  const limit = { signal, timeoutMs: undefined };
   if (!Number.isSafeInteger(depth) || depth < 1) throw invalidArgument(`prefetch: depth = ${showValue(depth)} must be an integer >= 1`);
   if (stream !== undefined && !(stream instanceof Stream)) throw invalidArgument("prefetch: stream must be a Stream");
   resolveOptions(copyOptions); // bad options fail before the source is read
@@ -90,7 +88,7 @@ export async function* prefetch<T, D extends Device>(
   let exhausted = false;
   const fill = async () => {
     while (!exhausted && queue.length < depth) {
-      if (signal?.aborted === true) throw waitStopped("prefetch", limit, false);
+      if (isAborted(signal)) throw abortReason(signal!);
       const next = await iterator.next();
       if (next.done) {
         exhausted = true;
@@ -112,9 +110,7 @@ export async function* prefetch<T, D extends Device>(
       if (!(head instanceof AsyncCopyHandle)) throw head.error;
       let batch: Copied<T, D>;
       try {
-        batch = await head.wait(limit).catch((e: unknown) => {
-          throw e instanceof MtcError && e.code === "MTC_IN_PROGRESS" ? waitStopped("prefetch", limit, false) : e;
-        });
+        batch = await head.wait({ signal }); // an abort rejects it with the signal's reason
       } finally {
         queue.shift();
         head.dispose(); // the outputs, once handed out, live on

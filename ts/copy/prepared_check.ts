@@ -11,7 +11,7 @@
  */
 
 import { otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
+import { invalidArgument, invalidState, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
 import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { naturalDType, storageElementBytes, type TypedArray } from "../tensor/dtype.ts";
@@ -236,7 +236,7 @@ function readReused(node: ReusedNode, v: unknown, r: BatchRead): unknown {
   if (node.kind === "device") {
     if (!(v instanceof DeviceTensor)) throw differs(node.path, `a DeviceTensor on the target in the sample, ${kindOf(v)} now`);
     if (!isDeviceTensor(v)) throw notADeviceTensor(node.path);
-    if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", node.path);
+    if (tensorDisposed(v)) throw invalidState("this DeviceTensor was disposed and cannot be copied", node.path);
     if (tensorDevice(v) !== r.target) throw differs(node.path, `a DeviceTensor on the target in the sample, one on another device now`);
     r.placed.push(v);
     r.placedPaths.push(node.path);
@@ -264,7 +264,7 @@ function shapeDiffers(node: LeafNode, shape: unknown): Error {
 function bytesDiffer(node: LeafNode, data: unknown, bytes: number, what = node.tensor ? "the Tensor's data" : "the array", expected = viewBytesOf(node)): Error {
   if (bytes < 0) return differs(node.path, `${what} is not a typed array`);
   const released = releasedData(data, what);
-  if (released !== undefined) return differs(node.path, released);
+  if (released !== undefined) return invalidState(`${released}; nothing was copied`, node.path);
   return differs(node.path, `${what} holds ${bytes} bytes, the sample's ${expected}${bytes === 0 ? " (was its buffer detached?)" : ""}`);
 }
 
@@ -360,7 +360,7 @@ function writeHost(i: number, address: number, flag: number, r: BatchRead, sampl
 
 function checkReadable(node: LeafNode, data: TypedArray, buffer: ArrayBufferLike): void {
   const released = releasedData(data, "its");
-  if (released !== undefined) throw differs(node.path, released);
+  if (released !== undefined) throw invalidState(`${released}; nothing was copied`, node.path);
   if (buffer instanceof ArrayBuffer && isDetached(buffer)) throw differs(node.path, "its ArrayBuffer was detached");
 }
 
@@ -368,7 +368,7 @@ function checkReadable(node: LeafNode, data: TypedArray, buffer: ArrayBufferLike
 function readDevice(node: LeafNode, v: unknown, r: BatchRead): void {
   if (!(v instanceof DeviceTensor)) throw differs(node.path, `a DeviceTensor in the sample, ${kindOf(v)} now`);
   if (!isDeviceTensor(v)) throw notADeviceTensor(node.path);
-  if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", node.path);
+  if (tensorDisposed(v)) throw invalidState("this DeviceTensor was disposed and cannot be copied", node.path);
   if (tensorDevice(v) !== node.device) throw differs(node.path, `a DeviceTensor on cuda:${node.device} in the sample, on cuda:${tensorDevice(v)} now`);
   if (tensorDType(v) !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${tensorDType(v)} now`);
   if (!sameShape(tensorShape(v), node.shape) || tensorBytes(v) !== node.bytes) throw shapeDiffers(node, tensorShape(v));

@@ -11,7 +11,7 @@
  */
 
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, mapEntries } from "../base/errors.ts";
+import { invalidArgument, invalidState, mapEntries } from "../base/errors.ts";
 import { viewByteLength, viewKind } from "../base/views.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
@@ -150,7 +150,7 @@ function nodeOf(
   }
   if (v instanceof DeviceTensor) {
     if (!isDeviceTensor(v)) throw notADeviceTensor(path);
-    if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", path);
+    if (tensorDisposed(v)) throw invalidState("prepareCopy: this DeviceTensor was disposed and cannot be copied", path);
     const device = tensorDevice(v);
     if (device === target) return reused(template, path, "device");
     return addLeaf(template, parent, key, {

@@ -1,10 +1,11 @@
 /**
  * Waiting with a limit: `handle.get({ timeoutMs })`, `handle.wait({ signal,
- * timeoutMs })` and prefetch's `signal`. A wait that stops (the signal
- * aborted, the time ran out) is an MtcError with status MTC_IN_PROGRESS:
- * only the wait ends; the copy goes on, because memory a copy still reads
- * or writes must not be freed under it (RELIABILITY.md, rule 2), and the
- * handle stays as it was: it can be awaited, read or disposed as before.
+ * timeoutMs })` and prefetch's `signal`. A wait whose signal aborted
+ * rejects with the signal's reason, as fetch does (and the loader); one
+ * whose time ran out is an MtcError with status MTC_IN_PROGRESS. Either
+ * way only the wait ends; the copy goes on, because memory a copy still
+ * reads or writes must not be freed under it (RELIABILITY.md, rule 2), and
+ * the handle stays as it was: it can be awaited, read or disposed as before.
  * A wait that stopped does no more work: it polls nothing and writes no
  * host destination afterwards; only a later call on the handle does
  * (RELIABILITY.md, rule 4). Also here: how `await` polls (spin, pollUntil).
@@ -96,13 +97,22 @@ function readTimeout(call: string, timeoutMs: unknown): number | undefined {
   return timeoutMs === Infinity ? undefined : timeoutMs;
 }
 
-/** The error of a wait that stopped: its signal aborted (with its reason as the cause), or its time ran out. */
-export function waitStopped(call: string, limit: WaitLimit, timedOut: boolean): MtcError {
-  const why = timedOut ? `timed out after ${limit.timeoutMs} ms` : "was aborted by its signal";
+/**
+ * What a wait whose signal aborted rejects with: the signal's reason, as
+ * fetch and the loader do (an AbortError DOMException for a bare abort(),
+ * a TimeoutError for AbortSignal.timeout()). Read through the engine's
+ * getter; a runtime without it gets an AbortError of ours.
+ */
+export function abortReason(signal: AbortSignalLike): unknown {
+  return reasonOf !== undefined ? reasonOf.call(signal) : new DOMException("the wait was aborted", "AbortError");
+}
+
+/** The error of a wait that stopped: the signal's reason, or an MtcError (MTC_IN_PROGRESS) when its time ran out. */
+export function waitStopped(call: string, limit: WaitLimit, timedOut: boolean): unknown {
+  if (!timedOut) return abortReason(limit.signal!);
   return new MtcError(
     Status.MTC_IN_PROGRESS,
-    `${call}: the wait ${why}; the copy goes on (await, get() or dispose() the handle as before)`,
-    timedOut ? undefined : { cause: reasonOf?.call(limit.signal!) },
+    `${call}: the wait timed out after ${limit.timeoutMs} ms; the copy goes on (await, get() or dispose() the handle as before)`,
   );
 }
 

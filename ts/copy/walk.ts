@@ -12,7 +12,7 @@
  */
 
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
-import { invalidArgument, mapEntries, MtcError, Status } from "../base/errors.ts";
+import { invalidArgument, invalidState, mapEntries, MtcError, Status } from "../base/errors.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorDevice, tensorDisposed } from "../tensor/device_tensor.ts";
 import { naturalDType, type TypedArray } from "../tensor/dtype.ts";
@@ -173,7 +173,7 @@ function visit(t: Traversal, v: object, parent: Frame | null, key: unknown, stat
   }
   if (v instanceof DeviceTensor) {
     if (!isDeviceTensor(v)) throw notADeviceTensor(formatPath(parent, key));
-    if (tensorDisposed(v)) throw invalidArgument("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
+    if (tensorDisposed(v)) throw invalidState("this DeviceTensor was disposed and cannot be copied", formatPath(parent, key));
     if (tensorDevice(v) === t.target) {
       (t.placed ??= []).push(v, parent, key); // checked again once the batch was read
       return reuse(t, v);

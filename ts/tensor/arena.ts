@@ -7,7 +7,7 @@
  */
 
 import { type DType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
-import { constructedShape, Tensor, trustedTensor } from "./tensor.ts";
+import { constructedShape, releasedData, Tensor, trustedTensor } from "./tensor.ts";
 import {
   type DeviceTensor,
   holderOf,
@@ -105,7 +105,8 @@ export class Arena {
   /**
    * A new arena of `bytes` of pinned memory (counted against the limit on
    * pinned memory held by tensors and arenas, `setPinnedHeldLimit`). Throws
-   * MtcError naming that limit when it would pass it.
+   * MtcError naming that limit when it would pass it. Without a GPU (no
+   * CUDA driver, or none seen), pageable memory with the same API.
    */
   static create(bytes: number, options?: PinnedOptions): Arena {
     const read = readPinnedOptions("Arena.create", options);
@@ -208,6 +209,10 @@ export class Arena {
   twin(onDevice: DeviceTensor, leaf: Tensor | TypedArray): DeviceTensor {
     const data = leaf instanceof Tensor ? leaf.data : leaf;
     const offset = ArrayBuffer.isView(data) ? this.offsetOf(data) : undefined;
+    // Use after dispose or reset: MTC_ERR_INVALID_STATE, as everywhere.
+    if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, "Arena.twin: the arena was disposed");
+    const released = offset === undefined ? releasedData(data, "the leaf's") : undefined;
+    if (released !== undefined) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `Arena.twin: ${released.replace(/; it cannot be copied$/, "")}`);
     if (offset === undefined) throw invalidArgument("Arena.twin: the leaf is no tensor of this arena's current batch (another arena's, or handed out before a reset)");
     const dtype = leaf instanceof Tensor ? leaf.dtype : naturalDType(data)!;
     // The shape the constructor froze, not a field reassigned since.

@@ -10,7 +10,7 @@ import { DTYPE_SIZE, type DType, isDType, type StorageFor, viewStorage } from ".
 import { checkedShape, elementCount, showShape, tooLarge } from "./shape.ts";
 import { Tensor, trustedTensor } from "./tensor.ts";
 import { pinnedBuffer } from "./host_output.ts";
-import type { Device } from "../gpu/device.ts";
+import { CURRENT_CUDA, type Device, parseDevice } from "../gpu/device.ts";
 import { cudaOrdinal } from "../gpu/stream.ts";
 import { checkOptionNames, invalidArgument, MtcError, showValue, Status, statusName } from "../base/errors.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
@@ -36,10 +36,26 @@ const outWords = new Uint32Array(2);
 const info = new DataView(new ArrayBuffer(32));
 const infoBytes = new Uint8Array(info.buffer);
 
+/**
+ * The ordinal of the device whose context allocates the memory. With no
+ * driver, or no device, "cuda" names none: 0 then, and C gives pageable
+ * memory in place of pinned (mtc/pinned.h), so that code written for both
+ * kinds of machine runs on either.
+ */
+function allocatingOrdinal(device: Device | number, call: string): number {
+  try {
+    return cudaOrdinal(device, call);
+  } catch (e) {
+    const none = e instanceof MtcError && (e.status === Status.MTC_ERR_NO_DRIVER || e.status === Status.MTC_ERR_NO_DEVICE);
+    if (none && typeof device === "string" && parseDevice(device) === CURRENT_CUDA) return 0;
+    throw e;
+  }
+}
+
 /** @internal A new pinned block of `bytes` (options read by readPinnedOptions): its pointer (one C reference, the caller's) and address. */
 export function allocatePinnedBlock(call: string, bytes: number, options: PinnedOptions | undefined): { block: number; address: number } {
   const device = options?.device ?? "cuda";
-  const ordinal = cudaOrdinal(device, call);
+  const ordinal = allocatingOrdinal(device, call);
   const alloc = requireSymbol("mtc_host_block_alloc", call);
   const sym = library().symbols;
   const status = alloc(ordinal, bytes, outWords);
@@ -92,6 +108,10 @@ export function checkedLayout(call: string, dtype: DType, shape: readonly number
  * memory held by tensors and arenas ({@link setPinnedHeldLimit}), not the
  * staging limit. Sizes are rounded up to the pinned pool's classes (powers
  * of two from 64 KiB): for many small tensors, use an `Arena`.
+ *
+ * Without a GPU (no CUDA driver, or one that sees no device) it is pageable
+ * host memory of the library's with the same API, so that the same code
+ * runs there: copies to "cpu" work, a copy to a GPU fails as any does.
  *
  * @example
  * ```ts

@@ -7,7 +7,7 @@
  */
 
 import { COPY_OPTION_NAMES, type CopyOptions, resolveOptions } from "../copy/options.ts";
-import { type AbortSignalLike, readSignal } from "../copy/wait_limit.ts";
+import { abortReason, type AbortSignalLike, readSignal } from "../copy/wait_limit.ts";
 import { type Device, parseDevice } from "../gpu/device.ts";
 import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
 import { counted, defineInspect } from "../base/inspect.ts";
@@ -170,10 +170,8 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   #closed = false;
   #closing: Promise<void> | null = null;
   readonly #signal: AbortSignalLike | undefined;
-  readonly #onAbort = (): void => {
-    const reason = this.#signal?.reason;
-    this.#fail(reason !== undefined ? reason : new DOMException("the loader was aborted", "AbortError"));
-  };
+  // The signal's reason, as fetch rejects and as a handle's wait and prefetch do (ts/copy/wait_limit.ts).
+  readonly #onAbort = (): void => this.#fail(abortReason(this.#signal!));
 
   /** Made by {@link startLoader}: `new Loader()` throws MtcError. */
   private constructor(made: symbol, start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) {

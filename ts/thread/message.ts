@@ -82,6 +82,37 @@ export interface MovedError {
   path?: string;
   /** The cause, as text. */
   cause?: string;
+  /**
+   * The built-in class the error was made of, when not Error itself
+   * ("TypeError", "DOMException", ...; a class of the caller's that extends
+   * RangeError says "RangeError"): the receiver makes one of that class.
+   */
+  builtin?: BuiltinErrorName;
+}
+
+/** The built-in error classes an error keeps across threads, by name. */
+const BUILTIN_ERRORS = {
+  TypeError,
+  RangeError,
+  SyntaxError,
+  ReferenceError,
+  EvalError,
+  URIError,
+  AggregateError,
+  DOMException,
+} as const;
+
+/** The name of a built-in error class a moved error keeps. */
+export type BuiltinErrorName = keyof typeof BUILTIN_ERRORS;
+
+/** The nearest built-in class (other than Error) on `error`'s prototype chain, or undefined. */
+function builtinOf(error: Error): BuiltinErrorName | undefined {
+  for (let proto = Object.getPrototypeOf(error); proto !== null && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const [name, builtin] of Object.entries(BUILTIN_ERRORS)) {
+      if (proto === builtin.prototype) return name as BuiltinErrorName;
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -141,6 +172,8 @@ export function errorMessage(error: Error): MovedError {
     if (error.path !== undefined) out.path = error.path;
   }
   if (error.cause !== undefined) out.cause = String(error.cause instanceof Error ? error.cause.stack ?? error.cause : error.cause);
+  const builtin = builtinOf(error);
+  if (builtin !== undefined && !(error instanceof MtcError)) out.builtin = builtin;
   return out;
 }
 
@@ -148,7 +181,7 @@ export function errorMessage(error: Error): MovedError {
 export function checkedError(error: unknown): MovedError {
   const bad = (what: string) => damaged("takeResult", `its error ${what}`);
   if (typeof error !== "object" || error === null) throw bad(`is ${shown(error)}, not an object`);
-  const { name, message, stack, status, code, path, cause } = error as Record<string, unknown>;
+  const { name, message, stack, status, code, path, cause, builtin } = error as Record<string, unknown>;
   if (typeof name !== "string" || typeof message !== "string") throw bad("has no name and message (strings)");
   const text = (x: unknown) => x === undefined || typeof x === "string";
   if (!text(stack) || !text(code) || !text(path) || !text(cause)) throw bad("has a stack, code, path or cause that is not a string");
@@ -158,6 +191,10 @@ export function checkedError(error: unknown): MovedError {
   if (code !== undefined) out.code = code as StatusName;
   if (path !== undefined) out.path = path as string;
   if (cause !== undefined) out.cause = cause as string;
+  if (builtin !== undefined) {
+    if (typeof builtin !== "string" || !Object.hasOwn(BUILTIN_ERRORS, builtin)) throw bad(`has builtin ${shown(builtin)}, not a built-in error class`);
+    out.builtin = builtin as BuiltinErrorName;
+  }
   return out;
 }
 
@@ -168,11 +205,19 @@ export function errorFromMessage(m: MovedError): Error {
     const where = m.path === undefined ? "" : `${m.path === "" ? "(root)" : m.path}: `;
     const bare = m.message.startsWith(where) ? m.message.slice(where.length) : m.message;
     error = new MtcError(m.status, bare, { path: m.path, cause: m.cause });
+  } else if (m.builtin === "DOMException") {
+    // Its name says which exception (AbortError, DataCloneError, ...) and gives its legacy code.
+    error = new DOMException(m.message, m.name);
+    if (m.cause !== undefined) Object.defineProperty(error, "cause", { value: m.cause, writable: true, configurable: true });
   } else {
-    error = new Error(m.message, m.cause === undefined ? undefined : { cause: m.cause });
-    error.name = m.name;
+    const options = m.cause === undefined ? undefined : { cause: m.cause };
+    error = m.builtin === "AggregateError"
+      ? new AggregateError([], m.message, options) // its errors stay behind (docs/LOADER.md says so)
+      : new (m.builtin === undefined ? Error : BUILTIN_ERRORS[m.builtin])(m.message, options);
+    // A class of the caller's keeps its name (the class itself cannot cross).
+    if (error.name !== m.name) error.name = m.name;
   }
-  if (m.stack !== undefined) error.stack = m.stack;
+  if (m.stack !== undefined) Object.defineProperty(error, "stack", { value: m.stack, writable: true, configurable: true });
   return error;
 }
 

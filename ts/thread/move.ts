@@ -34,7 +34,9 @@ export { takeResult } from "./take.ts";
  * `value`: a result (DeviceTensors, pinned or pageable host Tensors and
  * arrays, plain data, inside arrays, plain objects and Maps), an
  * AsyncCopyHandle (its result: this waits for the copy, then disposes the
- * handle), or an Error (MtcError keeps its status, code and leaf path).
+ * handle), or an Error (MtcError keeps its status, code and leaf path; a
+ * built-in class, TypeError or DOMException say, stays that class; a class
+ * of the caller's arrives as the built-in one it extends, with its name).
  * Refused, with an MtcError naming the leaf and nothing moved: an arena's
  * tensors (move the copy's result), a DeviceTensor imported by fromDLPack
  * (its memory is another library's: copy it into libmtc's first), and a

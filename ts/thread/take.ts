@@ -135,7 +135,8 @@ function describeParcel(lib: MtcLibrary, parcel: number, capacity: number): Entr
       bytes: words[w + 6]! + words[w + 7]! * 4294967296,
       kind: words[w + 8]!,
       device: words[w + 9]! | 0,
-      pinned: words[w + 10] === 1,
+      // Host memory a pinned leaf may view: page-locked, or pageable where there is no GPU (mtc/pinned.h).
+      pinned: words[w + 10] === 1 || (words[w + 9]! | 0) === -1,
     });
   }
   return entries;

@@ -31,9 +31,20 @@
  * pinned pool's (staging would otherwise wait for memory only the caller
  * can give back): mtc_set_pinned_held_limit, default a quarter of the
  * physical memory, at most 8 GiB, or MTC_PINNED_HELD_LIMIT (bytes, k/m/g/t
- * suffixes). Errors: MTC_ERR_INVALID_ARGUMENT (negative device, 0 bytes),
- * MTC_ERR_NO_DRIVER / MTC_ERR_NO_DEVICE, MTC_ERR_OUT_OF_MEMORY past that
- * limit (the message names it) or when the driver has none. Any thread. */
+ * suffixes).
+ *
+ * With no CUDA driver (it cannot be loaded), or a driver that sees no
+ * device, nothing can page-lock memory and no copy can read it by DMA: the
+ * block is then pageable host memory of the same size (malloc'd, aligned
+ * for any element type), used and released the same way, so that code
+ * written for both kinds of machine runs on either. It is not pinned:
+ * mtc_block_get_info says so (`pinned` is 0), it counts against
+ * no limit, and leaves in it are no MTC_LEAF_PINNED leaves.
+ *
+ * Errors: MTC_ERR_INVALID_ARGUMENT (negative device, 0 bytes),
+ * MTC_ERR_NO_DEVICE (an ordinal past the devices of a machine that has
+ * some), MTC_ERR_OUT_OF_MEMORY past that limit (the message names it) or
+ * when the driver has none. Any thread. */
 MTC_API mtc_status mtc_host_block_alloc(int32_t device, uint64_t bytes,
                                         mtc_block **out_block);
 
