@@ -39,7 +39,7 @@ function invalidState(fn: () => unknown, includes: string, path?: string): void 
 }
 
 /** A DeviceTensor of [4] float32 on `device`, disposed. */
-function disposedOn(device: "cuda:0" | "cuda:1"): DeviceTensor {
+function disposedOn(device: "cuda:0" | "cuda:1") {
   const t = DeviceTensor.zeros([4], "float32", device);
   t.dispose();
   return t;
