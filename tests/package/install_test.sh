@@ -80,6 +80,7 @@ for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map
 done
 unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker|examples/kernel_ptx)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|ts/[a-z_/]+\.ts|examples/[a-z_]+\.ts|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py|bench/[a-z_]+\.ts|bench/c/[a-z_]+\.[ch])$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
+grep -qxF ts/testing.ts "$WORK/files" && fail "the tarball holds ts/testing.ts (test helpers, not published)"
 echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, loader_worker.js and examples/kernel_ptx.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
   "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^ts/' "$WORK/files") sources," \
   "$(grep -c '^examples/' "$WORK/files") examples, $(grep -c '^bench/' "$WORK/files") benchmark files"
