@@ -1,11 +1,12 @@
 // The npm package's JavaScript, for Bun and Deno (node_modules or npm:
-// specifiers): two entries over one shared module, dist/core.js, which
-// holds the library: dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of
-// the first copy of this version in the realm) and the loader's worker
-// script dist/loader_worker.js (ts/worker.ts), with declarations of
-// ts/mod.ts in dist/types/, and dist/bun.js, the entry Bun takes (the "bun"
-// condition of package.json's exports). `npm run build` runs this and then
-// puts the prebuilt libmtc.so of each platform into prebuilt/
+// specifiers), each file whole, importing nothing of the package's:
+// dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of the first copy of
+// this version in the realm), the loader's worker script
+// dist/loader_worker.js (ts/worker.ts), and the example kernels' PTX
+// dist/examples/kernel_ptx.js (examples/kernel_ptx.ts), with declarations
+// in dist/types/, and dist/bun.js, the entry Bun takes (the "bun" condition
+// of package.json's exports). `npm run build` runs this and then puts the
+// prebuilt libmtc.so of each platform into prebuilt/
 // (scripts/build-prebuilt.sh).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -64,49 +65,59 @@ function emitDeclarations(): void {
     ],
     { stdio: "inherit" },
   );
+  // The example kernels' PTX, for `multi-tensor-copier/examples/kernel_ptx`.
+  execFileSync(
+    "node_modules/.bin/tsc",
+    ["--ignoreConfig", "--declaration", "--emitDeclarationOnly", "--strict", "--target", "ESNext", "--module", "ESNext",
+      "--moduleResolution", "bundler", "--lib", "ESNext", "--outDir", `${TYPES_DIR}/examples`, "examples/kernel_ptx.ts"],
+    { stdio: "inherit" },
+  );
   for (const file of declarationFiles(TYPES_DIR)) {
     writeFileSync(file, rewriteSpecifiers(readFileSync(file, "utf8")));
   }
 }
 
 /**
- * dist/bun.js: dist/mod.js, plus an import of the prebuilt library as a
- * file, so that `bun build` carries it along: `--compile` embeds it in the
- * executable (where bun:ffi's dlopen opens it), `--outdir` copies it beside
- * the bundle; unbundled, the import is the package's file. The path goes to
- * ts/ffi/lookup.ts through a global symbol (mod.js is evaluated first, but
- * the library is looked up only on first use). Deno takes dist/mod.js: it
- * cannot import a file that is no module.
+ * dist/bun.js: dist/mod.js, plus imports of the prebuilt library and of the
+ * loader's worker script as files, so that `bun build` carries them along:
+ * `--compile` embeds them in the executable (where bun:ffi's dlopen opens
+ * the library, and a Worker runs the script), `--outdir` copies them beside
+ * the bundle; unbundled, the imports are the package's files. The paths go
+ * to ts/ffi/lookup.ts and ts/thread/worker_script.ts through global symbols
+ * (mod.js is evaluated first, but both are looked up only on first use).
+ * The worker script can travel as a file because it is whole: it imports
+ * nothing. Deno takes dist/mod.js: it cannot import a file that is no module.
  */
 const BUN_ENTRY = `// The package's entry for Bun (written by tsup.config.ts): dist/mod.js, and
-// libmtc imported as a file, so that \`bun build\` embeds it in an executable
-// (--compile) or copies it beside a bundle (--outdir).
+// libmtc and the loader's worker script imported as files, so that \`bun
+// build\` embeds them in an executable (--compile) or copies them beside a
+// bundle (--outdir).
 import libmtc from "../prebuilt/linux-x64/libmtc.so" with { type: "file" };
+import loaderWorker from "./loader_worker.js" with { type: "file" };
 export * from "./mod.js";
-// The first copy's library stays the one (a second install's must not replace it).
+// The first copy's files stay the ones (a second install's must not replace them).
 globalThis[Symbol.for("multi-tensor-copier.libmtc")] ??= libmtc;
+globalThis[Symbol.for("multi-tensor-copier.loader_worker")] ??= loaderWorker;
 `;
 
 export default defineConfig({
   // The loader's worker script is an entry beside mod.js, where
-  // ts/thread/loader.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
-  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts" },
+  // ts/thread/worker_script.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
+  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts", "examples/kernel_ptx": "examples/kernel_ptx.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.
   target: "esnext",
   platform: "neutral",
   bundle: true,
-  // One copy of the library for both entries: a worker's producer that
-  // imports the package gets the classes the worker copies with. The
-  // shared module has a fixed name (ts/ffi/lookup.ts knows it; an app's
-  // bundle copies it beside loader_worker.js); a second one would be an
-  // error (two outputs at one path), not a silent split.
-  splitting: true,
-  esbuildOptions(options) {
-    options.chunkNames = "core";
-  },
-  // dist/mod.js.map (sources inlined): stack traces and debuggers show ts/.
+  // Each entry whole, the library in mod.js and again in loader_worker.js,
+  // so that the worker script is one file a bundler can carry as it is. A
+  // producer that imports the package in a worker still gets the classes
+  // the worker copies with: the worker script registers its copy first
+  // (ts/npm.ts, "One class identity" in docs/DECISIONS.md).
+  splitting: false,
+  // dist/mod.js.map: stack traces and debuggers show ts/, which the package
+  // ships, so that the files and lines Deno's frames name exist.
   sourcemap: true,
   // Classes keep their names (DeviceTensor, not _DeviceTensor) for
   // constructor.name, stack traces and default inspection.

@@ -21,7 +21,7 @@
  */
 
 /** The PTX module: `scale_add_f32(ptr x, ptr y, f32 a, f32 b, u32 n)` and `add_one_f32(ptr p, u32 n)`. */
-export const KERNELS_PTX = `
+export const KERNELS_PTX: string = `
 .version 8.0
 .target sm_80
 .address_size 64

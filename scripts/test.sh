@@ -131,6 +131,8 @@ suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --
 suite "type check: deno check" "$DENO" check ts/mod.ts ts/npm.ts ts/worker.ts tests/ts tests/gpu examples bench
 suite "type check: the README's TypeScript blocks under bun init's tsconfig (tsc) and deno check" bash scripts/check_readme_ts.sh
 suite "type check: the doc comments' TypeScript examples under bun init's tsconfig (tsc) and deno check" doc_examples
+suite "the README's benchmark figures are docs/BENCHMARKS.md's (the check proves itself first)" \
+  bash -c 'python3 scripts/check_bench_figures.py --selftest && python3 scripts/check_bench_figures.py'
 suite "TypeScript tests under Bun (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "$BUN" test tests/ts
 suite "TypeScript tests under Deno (emulated CUDA driver)" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 "${DENO_TEST[@]}" tests/ts
 suite "GPU suite under Bun, emulated driver" env MTC_CUDA_DRIVER="$FAKE" FAKE_CUDA_DEVICE_COUNT=2 MTC_REQUIRE_GPU=1 "$BUN" test tests/gpu

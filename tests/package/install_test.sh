@@ -6,7 +6,9 @@
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver;
 # startLoader with a producer that imports the package (by name, npm:, and a
-# second install) and uses every kind of leaf.
+# second install) and uses every kind of leaf; Bun bundles and executables of
+# an app with the loader, arenas, pinned tensors and a shipped example kernel,
+# run from another folder, and that app under Deno (tests/package/bundles.sh).
 # Then the version check of the packed bindings (a library that reports
 # another version), the library lookup, Bun's bundles (bun build --compile
 # and --outdir, run from another folder; an executable from the clone's
@@ -71,31 +73,41 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/core.js dist/core.js.map dist/loader_worker.js dist/bun.js dist/types/mod.d.ts prebuilt/linux-{x64,arm64}/libmtc.so \
-  prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/loader_worker.js dist/loader_worker.js.map dist/bun.js dist/types/mod.d.ts \
+  dist/examples/kernel_ptx.js dist/types/examples/kernel_ptx.d.ts prebuilt/linux-{x64,arm64}/libmtc.so prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md \
+  lib/include/mtc.h ts/mod.ts ts/worker.ts examples/c/copy_batch.c examples/python/copy_batch.py examples/kernel.ts examples/kernel_ptx.ts examples/arena_loader.ts bench/bench.ts; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|core|loader_worker)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker|examples/kernel_ptx)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|ts/[a-z_/]+\.ts|examples/[a-z_]+\.ts|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py|bench/[a-z_]+\.ts|bench/c/[a-z_]+\.[ch])$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
-echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, core.js and loader_worker.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
-  "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^examples/' "$WORK/files") examples"
+grep -qxF ts/testing.ts "$WORK/files" && fail "the tarball holds ts/testing.ts (test helpers, not published)"
+echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, loader_worker.js and examples/kernel_ptx.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
+  "prebuilt/linux-x64/ and linux-arm64/ (libmtc.so, libcuda-emulated.so), $(grep -c '^docs/' "$WORK/files") docs, $(grep -c '^lib/include/' "$WORK/files") C header(s), $(grep -c '^ts/' "$WORK/files") sources," \
+  "$(grep -c '^examples/' "$WORK/files") examples, $(grep -c '^bench/' "$WORK/files") benchmark files"
 grep -l 'from "bun:ffi"\|import("bun:ffi")\|require("bun:ffi")' "$ROOT"/dist/*.js &&
   fail "a module of dist/ imports bun:ffi statically (Deno cannot load it)"
 grep -rhE '(from|import\()\s*"\.\.?/[^"]*\.ts"' "$ROOT/dist/types" --include='*.d.ts' | grep -qvE '^\s*(\*|//)' &&
   fail "a declaration in dist/types imports a .ts file"
 echo "dist/ reaches bun:ffi only through import.meta.require; declarations import .js"
-for js in mod core loader_worker; do
+for js in mod loader_worker; do
   tail -n 1 "$ROOT/dist/$js.js" | grep -qxF "//# sourceMappingURL=$js.js.map" || fail "dist/$js.js does not name its source map"
 done
-# The library's code is in dist/core.js, which the two entries share (tsup.config.ts).
+# The maps point at the sources the package ships (ts/), so that frames and debuggers name files that exist.
 node -e '
-  const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  const i = m.sources.findIndex((s) => s.endsWith("ts/copy/start_copy.ts"));
-  if (i < 0 || !m.sourcesContent || !m.sourcesContent[i].includes("export function startCopy")) process.exit(1);' \
-  "$ROOT/dist/core.js.map" || fail "dist/core.js.map does not carry the sources (ts/copy/start_copy.ts)"
-grep -q 'from "./core.js"' "$ROOT/dist/mod.js" && grep -q 'from "./core.js"' "$ROOT/dist/loader_worker.js" ||
-  fail "dist/mod.js and dist/loader_worker.js do not share dist/core.js"
-echo "dist/core.js.map maps to ts/ with the sources inlined; dist/mod.js and dist/loader_worker.js import dist/core.js"
+  const fs = require("fs"), path = require("path");
+  const files = new Set(fs.readFileSync(process.argv[1], "utf8").split("\n"));
+  for (const map of ["dist/mod.js.map", "dist/loader_worker.js.map", "dist/examples/kernel_ptx.js.map"]) {
+    const m = JSON.parse(fs.readFileSync(path.join(process.argv[2], map), "utf8"));
+    const missing = m.sources.map((s) => path.posix.join(path.posix.dirname(map), s)).filter((s) => !files.has(s));
+    if (!m.sources.some((s) => s.endsWith("ts/copy/start_copy.ts") || s.endsWith("examples/kernel_ptx.ts")) || missing.length) {
+      console.error(`${map}: sources the tarball lacks: ${missing.join(" ") || "(none: no ts/ source at all)"}`);
+      process.exit(1);
+    }
+  }' "$WORK/files" "$ROOT" || fail "a source map of dist/ points at sources the tarball lacks"
+# The worker script is whole (it imports nothing of the package's), so that a bundler can carry it as one file.
+grep -qE '^import .* from "\./' "$ROOT/dist/loader_worker.js" && fail "dist/loader_worker.js imports another file of the package"
+grep -q 'import loaderWorker from "./loader_worker.js" with { type: "file" }' "$ROOT/dist/bun.js" || fail "dist/bun.js does not import the worker script as a file"
+echo "the source maps point at ts/ and examples/, which the tarball holds; dist/loader_worker.js imports nothing, dist/bun.js imports it as a file"
 
 step "prebuilt libmtc.so, linux-x64 and linux-arm64: its CPU, glibc 2.28 at most, mtc_ symbols only, the same kernels"
 mkdir "$WORK/unpacked"
@@ -183,7 +195,7 @@ APP=$WORK/app
 mkdir "$APP"
 printf '{ "name": "mtc-consumer", "private": true, "type": "module" }\n' >"$APP/package.json"
 (cd "$APP" && npm install --offline --no-audit --no-fund --loglevel=error "$TARBALL") || fail "npm install --offline of the tarball"
-cp tests/package/smoke.ts tests/package/loader_smoke.ts tests/package/loader_batches.ts tests/package/two_installs.ts "$APP/"
+cp tests/package/smoke.ts tests/package/loader_smoke.ts tests/package/loader_batches.ts tests/package/two_installs.ts tests/package/app.ts tests/package/frames.ts "$APP/"
 # The README's first example, as a user pastes it (it imports the package by name).
 awk '/^```ts$/ && !done { grab = 1; next } grab && /^```$/ { grab = 0; done = 1 } grab' README.md >"$APP/readme_first.ts"
 grep -q 'from "multi-tensor-copier"' "$APP/readme_first.ts" || fail "the README's first example does not import multi-tensor-copier"
@@ -275,27 +287,8 @@ expect_output "error as expected" "$BUN" --preload ./as-arm64.js smoke.ts \
 expect_output "error as expected" "$BUN" --preload ./as-ppc64.js smoke.ts --expect-error \
   "this machine is linux-ppc64, for which the npm package has no libmtc (it ships linux-x64 and linux-arm64 with glibc 2.28 or newer)"
 
-step "bundling with Bun (docs/INSTALL.md, \"Bundling and single-file executables\"), run from another folder"
-# bun build --compile embeds the library (the package's Bun entry imports it as a file); --outdir copies it beside the bundle.
-"$BUN" build --compile smoke.ts --outfile smoke-app >"$WORK/bun-build.log" 2>&1 || { cat "$WORK/bun-build.log"; fail "bun build --compile"; }
-"$BUN" build smoke.ts --outdir out --target bun >>"$WORK/bun-build.log" 2>&1 || { cat "$WORK/bun-build.log"; fail "bun build --outdir"; }
-ls out | grep -qE '^libmtc-[a-z0-9]+\.so$' || fail "bun build --outdir put no libmtc beside the bundle: $(ls out)"
-mkdir "$WORK/deploy"
-mv smoke-app out "$WORK/deploy/"
-cd "$WORK"
-expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" deploy/smoke-app
-expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "$BUN" deploy/out/smoke.js
-# A library beside the executable comes first: with the emulated driver beside it, MTC_CUDA_DRIVER=emulated finds that.
-cp "$WORK/unpacked/package/prebuilt/linux-x64/libmtc.so" "$WORK/unpacked/package/prebuilt/linux-x64/libcuda-emulated.so" deploy/
-expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated deploy/smoke-app
-# From the clone's sources nothing is embedded: the executable says where to put the library, and finds it there.
-sed "s|from \"multi-tensor-copier\"|from \"$ROOT/ts/mod.ts\"|" "$APP/smoke.ts" >"$APP/smoke_src.ts"
-"$BUN" build --compile "$APP/smoke_src.ts" --outfile "$WORK/deploy-src/smoke-app" >"$WORK/bun-build.log" 2>&1 ||
-  { cat "$WORK/bun-build.log"; fail "bun build --compile of the clone's sources"; }
-expect_output "error as expected" deploy-src/smoke-app --expect-error "put libmtc.so beside it, at $WORK/deploy-src/libmtc.so"
-cp "$ROOT/zig-out/lib/libmtc.so" "$FAKE" deploy-src/
-expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated deploy-src/smoke-app
-cd "$APP"
+# Bun's bundles and executables, the app of the acceptance, Deno's frames, the shipped examples.
+source "$ROOT/tests/package/bundles.sh"
 
 step "type check of the consumer against the package's declarations (tsc without bun-types, deno check)"
 printf '%s\n' '{ "compilerOptions": { "target": "ESNext", "module": "NodeNext", "moduleResolution": "NodeNext",' \
@@ -307,7 +300,7 @@ printf '%s\n' '{ "compilerOptions": { "target": "ESNext", "module": "NodeNext", 
 printf '%s\n' '{ "extends": "./tsconfig.json", "compilerOptions": { "lib": ["ESNext", "DOM"] }, "files": ["readme_first.ts"] }' \
   >tsconfig.readme.json
 "$TSC" -p tsconfig.readme.json || fail "tsc on the README's first example"
-"$DENO" check smoke.ts smoke_npm.ts readme_first.ts || fail "deno check on the consumer"
+"$DENO" check smoke.ts smoke_npm.ts readme_first.ts app.ts || fail "deno check on the consumer"
 echo "tsc (NodeNext, bundler; the README's example) and deno check: clean"
 
 step "for embedders, docs/EMBEDDING.md's commands as written in the app: the C example built against the packaged mtc.h and libmtc.so, the Python example"

@@ -1,6 +1,8 @@
 // The emulated CUDA driver as users get it (issue 26, item 14):
 // MTC_CUDA_DRIVER=emulated loads the one next to libmtc (the npm package's
-// libcuda-emulated.so, a build's libfakecuda.so), and its JIT refuses PTX a
+// libcuda-emulated.so, a build's libfakecuda.so), else the one next to the
+// running program (tests/package/bundles.sh: a single-file executable's
+// folder), and its JIT refuses PTX a
 // real driver would refuse for its structure.
 import { MtcError, Module } from "../../ts/mod.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
@@ -24,9 +26,13 @@ test("emulated driver: where libmtc has none beside it, the reason says so", asy
     fs.copyFileSync(new URL("../../zig-out/lib/libmtc.so", import.meta.url).pathname, `${dir}/libmtc.so`);
     const result = await runScript(child, [], { MTC_CUDA_DRIVER: "emulated", MTC_LIBRARY_PATH: `${dir}/libmtc.so` });
     assertSame(result.code, 0, result.stderr);
+    // Then beside the running program (a single-file executable's folder; here the runtime's), and what to ship.
+    const program = fs.realpathSync((globalThis as unknown as { process: { execPath: string } }).process.execPath);
     assertSame(
       result.stdout.trim(),
-      `no cuda: MTC_CUDA_DRIVER=emulated: no emulated driver (libcuda-emulated.so or libfakecuda.so) next to libmtc in ${dir}/`,
+      `no cuda: MTC_CUDA_DRIVER=emulated: no emulated driver (libcuda-emulated.so or libfakecuda.so) next to libmtc in ${dir}/ ` +
+        `or next to the program in ${program.slice(0, program.lastIndexOf("/") + 1)}; put libcuda-emulated.so (the npm package's ` +
+        "prebuilt/<platform>/libcuda-emulated.so) in one of those folders, or set MTC_CUDA_DRIVER to its path",
     );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

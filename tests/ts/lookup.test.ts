@@ -1,11 +1,12 @@
 // Where libmtc is looked for (ts/ffi/lookup.ts) as the bindings are loaded:
 // as files, inside a bundle of the app's, inside a single-file executable.
 // The bundles themselves are built and run by tests/package/install_test.sh.
-import { buildHint, candidates, localBuildPath, notFound, type Placement, platformTag } from "../../ts/ffi/lookup.ts";
+import { buildHint, bundling, candidates, localBuildPath, notFound, type Placement, platformTag } from "../../ts/ffi/lookup.ts";
 import { MtcError } from "../../ts/mod.ts";
 import { assert, assertEquals, assertSame, test } from "./harness.ts";
 
 const LINUX_X64 = platformTag() === "linux-x64";
+const SHIPPED = ["linux-x64", "linux-arm64"].includes(platformTag());
 
 function placement(over: Partial<Placement>): Placement {
   return { moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/mod.js", packaged: true, executable: undefined, bunEntryLibrary: undefined, ...over };
@@ -27,14 +28,31 @@ test("lookup: the npm package as files: its prebuilt library, then a local build
   const expected = [`packaged library: /app/node_modules/multi-tensor-copier/${name}`, "local build: /app/node_modules/multi-tensor-copier/zig-out/lib/libmtc.so"];
   assertEquals(places(placement({})), expected);
   assertEquals(places(placement({ bunEntryLibrary: `/app/node_modules/multi-tensor-copier/${name}` })), expected);
-  // The loader's workers run the package's second bundle, beside the first.
+  // The loader's workers run the package's worker script, a whole copy of the library beside mod.js.
   assertEquals(places(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/loader_worker.js" })), expected);
 });
 
-test("lookup: the checkout's sources: the local build at the repository root", () => {
+test("lookup: the checkout's sources: the local build at the repository root, then a prebuilt library there", () => {
   const url = new URL("../../ts/ffi/lookup.ts", import.meta.url).href;
-  assertEquals(places(placement({ moduleUrl: url, packaged: false })), [`local build: ${localBuildPath()}`]);
+  const prebuilt = `packaged library: ${new URL(`../../prebuilt/${platformTag()}/libmtc.so`, import.meta.url).pathname}`;
+  assertEquals(places(placement({ moduleUrl: url, packaged: false })), [`local build: ${localBuildPath()}`, ...(SHIPPED ? [prebuilt] : [])]);
   assert(buildHint(placement({ moduleUrl: url, packaged: false })).includes("npm run build:lib"));
+  assertSame(bundling(placement({ moduleUrl: url, packaged: false })), undefined);
+});
+
+test("lookup: the sources the npm package ships (ts/, for its examples): its prebuilt library", () => {
+  const url = "file:///app/node_modules/multi-tensor-copier/ts/ffi/lookup.ts";
+  const expected = ["local build: /app/node_modules/multi-tensor-copier/zig-out/lib/libmtc.so"];
+  if (SHIPPED) expected.push(`packaged library: /app/node_modules/multi-tensor-copier/prebuilt/${platformTag()}/libmtc.so`);
+  assertEquals(places(placement({ moduleUrl: url, packaged: false })), expected);
+});
+
+test("lookup: bundling() tells the package's files from a bundle and an executable", () => {
+  assertSame(bundling(placement({})), undefined);
+  assertSame(bundling(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/loader_worker.js" })), undefined);
+  assertSame(bundling(placement({ moduleUrl: "file:///srv/out/main.js" })), "bundle");
+  assertSame(bundling(placement({ moduleUrl: "file:///$bunfs/root/app", executable: "/srv/bin/app" })), "executable");
+  assertSame(bundling(placement({ moduleUrl: "https://jsr.io/@mtc/multi-tensor-copier/0.1.0/ts/ffi/lookup.ts", packaged: false })), undefined);
 });
 
 test("lookup: in a bundle of the app's, beside the bundle (and first what `bun build` copied there, named relative to the bundle)", () => {

@@ -27,7 +27,6 @@ import {
 } from "../../ts/mod.ts";
 import * as mod from "../../ts/mod.ts";
 import * as npm from "../../ts/npm.ts";
-import { candidates, type Placement, platformTag } from "../../ts/ffi/lookup.ts";
 import { foreignCopy } from "../../ts/base/copy_identity.ts";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertRejects, assertSame, assertThrows, test } from "./harness.ts";
@@ -272,13 +271,6 @@ copyTest("a loader whose producer imports a second copy through its npm entry: e
   await refused.close();
   // The workers' arenas and pinned tensors go with their threads.
   await expectCountersBack(before, "loader with a second copy");
-});
-
-test("second copy: the npm package's shared module (dist/core.js) finds the packaged library, as its two entries did", () => {
-  const at = (moduleUrl: string): Placement => ({ moduleUrl, packaged: true, executable: undefined, bunEntryLibrary: undefined });
-  const packaged = `packaged library: /app/node_modules/multi-tensor-copier/prebuilt/${platformTag()}/libmtc.so`;
-  const first = candidates(undefined, at("file:///app/node_modules/multi-tensor-copier/dist/core.js"), undefined)[0]!;
-  assertSame(`${first.source}: ${first.path}`, packaged);
 });
 
 test("second copy: the temporary copies are removed", () => {

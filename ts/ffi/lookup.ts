@@ -164,14 +164,24 @@ function folderOf(path: string): string {
 
 /**
  * True when this module is inside a bundle of the app's: a file, but not
- * the file it was written into (the package's dist/core.js, the module its
- * entries dist/mod.js and dist/loader_worker.js share; the checkout's
- * ts/ffi/lookup.ts).
+ * the file it was written into (the package's dist/mod.js, or
+ * dist/loader_worker.js, which holds a copy of the library of its own; the
+ * checkout's ts/ffi/lookup.ts).
  */
 function inBundle(p: Placement): boolean {
   if (!p.moduleUrl.startsWith("file:")) return false;
   if (!p.packaged) return !p.moduleUrl.endsWith("/ts/ffi/lookup.ts");
-  return !/\/dist\/(core|mod|loader_worker)\.js$/.test(p.moduleUrl);
+  return !/\/dist\/(mod|loader_worker)\.js$/.test(p.moduleUrl);
+}
+
+/**
+ * Where the bindings' code lies when it is not a file of the package's or
+ * of the checkout's: in a single-file executable (`bun build --compile`,
+ * `deno compile`), in a bundle of the app's, or neither (undefined).
+ */
+export function bundling(p: Placement = currentPlacement()): "executable" | "bundle" | undefined {
+  if (p.executable !== undefined || inBunfs(p.moduleUrl)) return "executable";
+  return inBundle(p) ? "bundle" : undefined;
 }
 
 /** Where loadLibrary looks, in order; the first that exists wins. `env`: MTC_LIBRARY_PATH. */
@@ -203,6 +213,9 @@ export function candidates(path: string | undefined, p: Placement = currentPlace
   // As files (in `deno compile`'s executable too, where the package's files are embedded at their paths).
   add(packaged, "packaged library");
   add(filePath(new URL(`zig-out/lib/${name}`, root)), "local build");
+  // The sources as the npm package ships them (ts/, which its examples and
+  // benches import): its prebuilt library, after a clone's own build.
+  if (!p.packaged && shipped) add(filePath(new URL(`prebuilt/${platformTag()}/${name}`, root)), "packaged library");
   return found;
 }
 

@@ -13,7 +13,8 @@ import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "
 import { counted, defineInspect } from "../base/inspect.ts";
 import { dropMoved, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
 import type { FromWorker, StartMessage } from "./loader_protocol.ts";
-import { type LoaderWorker, newWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
+import { type LoaderWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
+import { loaderFiles, newLoaderThread } from "./worker_script.ts";
 
 /** Options of {@link startLoader}. */
 export interface LoaderOptions {
@@ -60,14 +61,6 @@ export interface LoaderContext {
 }
 
 const NAMES: readonly string[] = ["module", "export", "device", "workers", "depth", "batches", "args", "copyOptions", "signal"];
-
-// The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/core.js, and the worker script is dist/loader_worker.js beside
-// it. From the sources, ts/worker.ts; either registers the library's exports
-// first in the worker (ts/npm.ts), then runs loader_worker.ts.
-declare const __MTC_PACKAGED__: boolean | undefined;
-const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;
-const WORKER_URL = new URL(PACKAGED ? "./loader_worker.js" : "../worker.ts", import.meta.url);
 
 /** Only this module holds it: a Loader is made by startLoader, whose checks its constructor relies on. */
 const MADE_HERE = Symbol("made by startLoader");
@@ -129,7 +122,7 @@ export function startLoader<T = unknown>(options: LoaderOptions): Loader<T> {
   readSignal("startLoader", signal);
   const start: Omit<StartMessage, "worker"> = {
     kind: "start",
-    module: url,
+    module: loaderFiles(url).module,
     export: name,
     workers,
     batches: batches ?? null,
@@ -207,7 +200,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   }
 
   #startWorker(worker: number, start: StartMessage): void {
-    const thread = newWorker(WORKER_URL);
+    const thread = newLoaderThread();
     this.#workers.push(thread);
     thread.onmessage = (event) => this.#receive(worker, event.data);
     // A worker reports its own failures as batch errors; its error event

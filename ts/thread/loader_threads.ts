@@ -30,11 +30,16 @@ export interface LoaderWorker {
   postMessage(message: ToWorker): void;
   terminate(): void;
 }
-const WorkerClass = (globalThis as unknown as { Worker: new (url: URL, options: { type: "module" }) => LoaderWorker }).Worker;
+/** A Worker's options: Bun's take the worker's environment too. */
+export interface WorkerOptions {
+  type: "module";
+  env?: Record<string, string>;
+}
+const WorkerClass = (globalThis as unknown as { Worker: new (url: URL, options: WorkerOptions) => LoaderWorker }).Worker;
 
 /** A new worker thread running `script`. */
-export function newWorker(script: URL): LoaderWorker {
-  return new WorkerClass(script, { type: "module" });
+export function newWorker(script: URL, options: WorkerOptions = { type: "module" }): LoaderWorker {
+  return new WorkerClass(script, options);
 }
 
 /** The error at batch `index`'s turn when worker `worker`'s thread ended on its own before it sent it. */

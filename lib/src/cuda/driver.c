@@ -80,9 +80,21 @@ static const symbol_entry symbols[] = {
  * npm package's (prebuilt/<platform>/), then a build's (zig-out/lib/). */
 static const char *const emulated_names[] = {"libcuda-emulated.so", "libfakecuda.so"};
 
+/* Writes dir (its first dir_len bytes) + an emulated driver's name into buf
+ * and returns 0 for the first such file that exists; -1 when none does. */
+static int emulated_in(char *buf, size_t size, const char *dir, int dir_len) {
+  for (size_t i = 0; i < sizeof emulated_names / sizeof emulated_names[0]; i++) {
+    int n = snprintf(buf, size, "%.*s%s", dir_len, dir, emulated_names[i]);
+    if (n > 0 && (size_t)n < size && access(buf, R_OK) == 0) return 0;
+  }
+  return -1;
+}
+
 /* MTC_CUDA_DRIVER=emulated: writes the path of the emulated driver beside
- * the file libmtc was loaded from into buf (size bytes) and returns 0; -1
- * with load_message set when there is none. */
+ * the file libmtc was loaded from, else beside the running program, into
+ * buf (size bytes) and returns 0; -1 with load_message set when there is
+ * none. The program's folder serves a single-file executable, whose libmtc
+ * is a temporary copy of the one it embeds. */
 static int emulated_driver_path(char *buf, size_t size) {
   Dl_info self;
   if (dladdr((const void *)&api, &self) == 0 || self.dli_fname == NULL) {
@@ -92,13 +104,23 @@ static int emulated_driver_path(char *buf, size_t size) {
   }
   const char *slash = strrchr(self.dli_fname, '/');
   int dir = slash ? (int)(slash - self.dli_fname + 1) : 0;
-  for (size_t i = 0; i < sizeof emulated_names / sizeof emulated_names[0]; i++) {
-    int n = snprintf(buf, size, "%.*s%s", dir, self.dli_fname, emulated_names[i]);
-    if (n > 0 && (size_t)n < size && access(buf, R_OK) == 0) return 0;
+  if (emulated_in(buf, size, dir ? self.dli_fname : "./", dir ? dir : 2) == 0) return 0;
+  char program[4096];
+  ssize_t length = readlink("/proc/self/exe", program, sizeof program - 1);
+  const char *program_slash = NULL;
+  if (length > 0) {
+    program[length] = '\0';
+    program_slash = strrchr(program, '/');
   }
+  int program_dir = program_slash ? (int)(program_slash - program + 1) : 0;
+  if (program_dir > 0 && emulated_in(buf, size, program, program_dir) == 0) return 0;
   mtc_format(load_message, sizeof load_message,
-             "MTC_CUDA_DRIVER=emulated: no emulated driver (%s or %s) next to libmtc in %.*s",
-             emulated_names[0], emulated_names[1], dir ? dir : 2, dir ? self.dli_fname : "./");
+             "MTC_CUDA_DRIVER=emulated: no emulated driver (%s or %s) next to libmtc in %.*s "
+             "or next to the program in %.*s; put libcuda-emulated.so (the npm package's "
+             "prebuilt/<platform>/libcuda-emulated.so) in one of those folders, or set "
+             "MTC_CUDA_DRIVER to its path",
+             emulated_names[0], emulated_names[1], dir ? dir : 2, dir ? self.dli_fname : "./",
+             program_dir ? program_dir : 1, program_dir ? program : "?");
   return -1;
 }
 
