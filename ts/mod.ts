@@ -91,6 +91,7 @@ export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
 export { type HostArrayOf } from "./copy/types.ts";
 export {
   dropMoved,
+  disposeMoved,
   dropMovedFrom,
   isMoved,
   type Moved,

@@ -28,6 +28,7 @@ export const {
   deleteDLPack,
   DeviceTensor,
   disposeAll,
+  disposeMoved,
   dropMoved,
   dropMovedFrom,
   DTYPES,

@@ -35,6 +35,15 @@ const MADE_HERE = Symbol("made by libmtc");
 export let newHandle: <T>(record: PlanRecord | null, target: number, done?: T, reused?: number) => AsyncCopyHandle<T>;
 
 /**
+ * @internal Takes the plan out of a handle whose copy may still run (a
+ * prepared copy moved to another thread, ts/thread/parcel_out.ts): the
+ * handle is disposed from then on, and the record is the caller's. Null
+ * when the handle has no plan to give (done, failed, disposed, or waited
+ * on by another thread).
+ */
+export let detachPlan: (handle: AsyncCopyHandle<unknown>) => PlanRecord | null;
+
+/**
  * A copy in flight. `ready()` polls, `get()` blocks, `await handle` waits
  * without blocking the event loop; `dispose()` (or `using`) releases it.
  *
@@ -67,6 +76,14 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   static {
     markClass(this, "AsyncCopyHandle");
     newHandle = (record, target, done, reused) => new AsyncCopyHandle(MADE_HERE, record, target, done, reused);
+    detachPlan = (h) => {
+      const record = h.#record;
+      if (record === null || h.#disposed || h.#finished >= 0 || h.#waitsPending > 0 || h.#waiting !== null) return null;
+      h.#record = null;
+      h.#disposed = true;
+      planRegistry.unregister(h);
+      return record;
+    };
     // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
     defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
       if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";

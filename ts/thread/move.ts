@@ -15,9 +15,12 @@ import { MtcError, Status } from "../base/errors.ts";
 import { AsyncCopyHandle } from "../copy/handle.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
+import { disposeAll } from "../tensor/dispose.ts";
 import { releasePinned } from "../tensor/host_output.ts";
 import { errorMessage, isMoved, type Moved, MOVED, shown } from "./message.ts";
 import { Outgoing, templateText } from "./outgoing.ts";
+import { disposeGroupOf } from "./parcel_take.ts";
+import { moveRunning } from "./parcel_out.ts";
 
 export { isMoved, type Moved, type MovedError, type TensorExtra } from "./message.ts";
 export { takeResult } from "./take.ts";
@@ -57,6 +60,9 @@ export { takeResult } from "./take.ts";
 export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
   const sender = threadOwnerId();
   if (value instanceof AsyncCopyHandle) {
+    // A prepared copy moves while it runs; the receiver waits for it.
+    const running = moveRunning(value, sender);
+    if (running !== null) return running as Moved<T>;
     const result = value.get();
     value.dispose();
     return moveResult(result as T);
@@ -184,6 +190,15 @@ export function ownerAlive(owner: number): boolean {
   const id = ownerId(owner, "ownerAlive", 0);
   const alive = library().symbols.mtc_owner_alive;
   return alive !== undefined && alive(id) === 1;
+}
+
+/**
+ * Disposes a result that {@link takeResult} gave: a prepared copy's (moved
+ * while it ran) in one step per block, anything else leaf by leaf, as
+ * disposeAll does. Idempotent.
+ */
+export function disposeMoved(result: unknown): void {
+  if (!disposeGroupOf(result)) disposeAll(result);
 }
 
 /** True when a moved message carries an error. */
