@@ -53,7 +53,11 @@ export type ToWorker = StartMessage | CreditMessage | StopMessage;
 export type FromWorker =
   /** The worker's owner: first, before anything else. */
   | { readonly kind: "owner"; readonly owner: number }
-  /** Batch `index` on the device, or the error that batch (and the stream) ended with. */
-  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved }
+  /**
+   * Batch `index` on the device (its copy may still run: the loader's take
+   * waits for it), or the error that batch (and the stream) ended with; the
+   * milliseconds the worker spent making it and copying it (stats).
+   */
+  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly makeMs?: number; readonly copyMs?: number }
   /** The producer returned undefined or null for batch `index`: the stream ends before it. */
   | { readonly kind: "end"; readonly index: number };

@@ -14,9 +14,11 @@
  * @module
  */
 
+import type { AsyncCopyHandle } from "../copy/handle.ts";
 import type { CopyOptions } from "../copy/options.ts";
+import { prepareCopy, type PreparedCopy } from "../copy/prepared.ts";
 import { startCopy } from "../copy/start_copy.ts";
-import type { Device } from "../gpu/device.ts";
+import { DEVICE_CPU, type Device, parseDevice } from "../gpu/device.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { runtime } from "../base/runtime.ts";
 import { type Moved, movedError, moveResult, threadOwner } from "./move.ts";
@@ -43,6 +45,12 @@ const nodeProcess = (globalThis as unknown as {
 }).process;
 
 let credits = 0;
+/**
+ * This worker's prepared copy: the layout of its first batch, made anew
+ * from a batch of another structure. Its copies move to the loader while
+ * they run, one parcel each (parcel_out.ts).
+ */
+let prepared: PreparedCopy | null = null;
 let wake: (() => void) | null = null;
 /**
  * This worker's number and the batch it makes now (or next): where a
@@ -119,6 +127,8 @@ async function produceAll(start: StartMessage): Promise<void> {
   // worker's memory is never read after it is gone).
   const options: CopyOptions = { ...start.copyOptions };
   options.useBackgroundThread ??= false;
+  // Prepared copies go to a device, and take every option but these.
+  const prepares = parseDevice(device) !== DEVICE_CPU && options.strict !== true && options.copyHostLeaves !== true;
   making = { worker, index: worker };
   let produce: Producer | undefined;
   let failure: unknown;
@@ -132,21 +142,42 @@ async function produceAll(start: StartMessage): Promise<void> {
     await takeCredit();
     let batch: unknown = null;
     let moved: Moved;
+    const began = performance.now();
+    let made = began;
     try {
       if (produce === undefined) throw failure;
       batch = await produce(index, { worker, workers, args });
+      made = performance.now();
       if (batch === undefined || batch === null) {
         making = null;
         scope.postMessage({ kind: "end", index });
         return;
       }
-      moved = moveResult(startCopy(batch, device, options));
+      moved = moveResult(prepares ? copyPrepared(batch, device, options) : startCopy(batch, device, options));
     } catch (thrown) {
       moved = sendableError(producerError(thrown, index), index);
     }
-    if (!post(index, moved, batch)) return;
+    if (!post(index, moved, batch, made - began, performance.now() - made)) return;
   }
   making = null; // its last batch is sent
+}
+
+/**
+ * Starts the copy of `batch` with this worker's prepared copy; a batch of
+ * another structure than the layout's (or the first) is prepared anew, and
+ * its errors are then prepareCopy's, startCopy's with their paths.
+ */
+function copyPrepared(batch: unknown, device: Device, options: CopyOptions): AsyncCopyHandle<unknown> {
+  if (prepared !== null) {
+    try {
+      return prepared.start(batch);
+    } catch {
+      prepared.dispose(); // the batch differs from the layout (or is wrong: said below)
+      prepared = null;
+    }
+  }
+  prepared = prepareCopy(batch, device, options);
+  return prepared.start(batch);
 }
 
 /** `error` moved; one that cannot be moved (a getter in it throws, say) is described in an MtcError of ours. */
@@ -163,10 +194,10 @@ function sendableError(error: Error, index: number): Moved {
  * postMessage cannot clone becomes its error, naming the value; an error
  * it cannot clone becomes one of ours.
  */
-function post(index: number, moved: Moved, batch: unknown): boolean {
+function post(index: number, moved: Moved, batch: unknown, makeMs = 0, copyMs = 0): boolean {
   const isError = movedError(moved);
   try {
-    scope.postMessage({ kind: "batch", index, moved });
+    scope.postMessage({ kind: "batch", index, moved, makeMs, copyMs });
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
     const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);
