@@ -15,6 +15,7 @@ import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.t
 import { destinationsGone } from "./host_into.ts";
 import { pendingHostInto, planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";
+import { newWaiting, type Waiting } from "./waiting.ts";
 import { blockWithinLimit, type Joined, pollUntil, readWaitOptions, spin, type WaitOptions, withinLimit } from "./wait_limit.ts";
 
 export type { WaitOptions } from "./wait_limit.ts";
@@ -34,13 +35,7 @@ const MADE_HERE = Symbol("made by libmtc");
 /** @internal A handle of `record` (null: done already, with `done` as its result) for a copy to `target`. */
 export let newHandle: <T>(record: PlanRecord | null, target: number, done?: T, reused?: number) => AsyncCopyHandle<T>;
 
-/**
- * @internal Takes the plan out of a handle whose copy may still run (a
- * prepared copy moved to another thread, ts/thread/parcel_out.ts): the
- * handle is disposed from then on, and the record is the caller's. Null
- * when the handle has no plan to give (done, failed, disposed, or waited
- * on by another thread).
- */
+/** @internal Takes the plan out of a handle whose copy may still run (parcel_out.ts): the handle is disposed, the record the caller's; null when there is none to give. */
 export let detachPlan: (handle: AsyncCopyHandle<unknown>) => PlanRecord | null;
 
 /**
@@ -384,29 +379,4 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     };
     wait(this.#record!.plan).then(() => returned(undefined), (e) => returned(e ?? new Error("the wait failed")));
   }
-}
-
-/** A wait in progress for `await` and wait(): its outcome and how many callers still want it. */
-interface Waiting<T> {
-  readonly promise: Promise<T>;
-  callers: number;
-  /** Resolves with what `outcome` returns, or rejects with what it throws. */
-  settle(outcome: () => T): void;
-}
-
-function newWaiting<T>(): Waiting<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
-  return {
-    promise,
-    callers: 0,
-    settle(outcome) {
-      try {
-        resolve(outcome());
-      } catch (e) {
-        reject(e);
-      }
-    },
-  };
 }

@@ -14,7 +14,7 @@ import { dropMoved, type Moved, movedError, ownerAlive, takeResult } from "./mov
 import type { FromWorker, StartMessage } from "./loader_protocol.ts";
 import { LoaderCounters, type LoaderStats } from "./loader_stats.ts";
 import { takeWaits } from "./parcel_take.ts";
-import { type LoaderWorker, newWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
+import { fromWorker, type LoaderWorker, newWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
 
 /** Options of {@link startLoader}. */
 export interface LoaderOptions {
@@ -306,12 +306,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     this.#workers[worker]!.postMessage({ kind: "credit", count });
   }
 
-  /**
-   * Batches so far and where the time went: made, handed out, in flight
-   * and waiting; each worker's time making and copying; the consumer's wait
-   * for batches to arrive and its own cost taking them. A copy of counters
-   * the loader keeps anyway (a few additions a batch).
-   */
+  /** Batches made, taken, in flight, waiting; each worker's make and copy time; the consumer's wait and take time (loader_stats.ts). */
   get stats(): LoaderStats {
     return this.#counters.snapshot(this.#arrived.size);
   }
@@ -400,10 +395,4 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     this.#settle();
     return this.#closing;
   }
-}
-
-/** The error a worker moved, with which worker and batch it came from under its own stack. */
-function fromWorker(error: unknown, index: number, worker: number): unknown {
-  if (error instanceof Error) error.stack = `${error.stack ?? `${error.name}: ${error.message}`}\n    at batch ${index} in loader worker ${worker}`;
-  return error;
 }
