@@ -104,3 +104,4 @@ export {
   threadOwner,
 } from "./thread/move.ts";
 export { Loader, type LoaderContext, type LoaderOptions, startLoader } from "./thread/loader.ts";
+export type { LoaderStats, LoaderWorkerStats } from "./thread/loader_stats.ts";

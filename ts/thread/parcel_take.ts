@@ -213,10 +213,13 @@ function settle(lib: MtcLibrary, plan: number, layout: HeldLayout, data: unknown
   const words = new Uint32Array(Math.max(1, count) * RESULT_WORDS);
   status = sym.mtc_plan_results(plan, 0, count, words);
   if (status !== Status.MTC_OK) throw new MtcError(status, `takeResult: ${sym.mtc_plan_last_error(plan) || statusName(status)}`);
-  // Each distinct block once: its bytes and device from C, every leaf in it checked against them.
-  const holders: BlockHolder[] = [];
-  const holderOf: (BlockHolder | null)[] = new Array(count).fill(null);
-  const ends = new Map<number, { end: number; device: number; planLeaf: number }>();
+  // Each distinct block once (a batch has a few): its bytes and device from C, every leaf in it checked against them.
+  const blocks: number[] = [];
+  const ends: number[] = [];
+  const devices: number[] = [];
+  const lastLeaf: number[] = [];
+  const blockOf = new Int32Array(count).fill(-1);
+  let last = -1;
   for (let j = 0; j < count; j++) {
     const at = j * RESULT_WORDS;
     const block = words[at + 2]! + words[at + 3]! * TWO_32;
@@ -225,29 +228,32 @@ function settle(lib: MtcLibrary, plan: number, layout: HeldLayout, data: unknown
       if (layout.bytes[k]! !== 0) throw damaged("takeResult", "its layout has bytes where its copy has none", path(j));
       continue;
     }
+    if (last < 0 || blocks[last] !== block) {
+      last = blocks.indexOf(block);
+      if (last < 0) {
+        last = blocks.push(block) - 1;
+        ends.push(0);
+        devices.push(words[at + 6]! | 0);
+        lastLeaf.push(j);
+      }
+    }
+    blockOf[j] = last;
     const end = words[at + 4]! + words[at + 5]! * TWO_32 + layout.bytes[k]!;
-    const seen = ends.get(block);
-    if (seen === undefined) ends.set(block, { end, device: words[at + 6]! | 0, planLeaf: j });
-    else if (end > seen.end) ends.set(block, { end, device: seen.device, planLeaf: j });
+    if (end > ends[last]!) {
+      ends[last] = end;
+      lastLeaf[last] = j;
+    }
   }
-  for (const [block, { end, device, planLeaf }] of ends) {
+  for (let b = 0; b < blocks.length; b++) {
     info.setUint32(0, 32, true);
-    if (sym.mtc_block_get_info(block, infoBytes) !== Status.MTC_OK) throw damaged("takeResult", sym.mtc_last_error(), path(planLeaf));
+    if (sym.mtc_block_get_info(blocks[b]!, infoBytes) !== Status.MTC_OK) throw damaged("takeResult", sym.mtc_last_error(), path(lastLeaf[b]!));
     const bytes = Number(info.getBigUint64(16, true));
-    if (info.getInt32(4, true) !== device || device < 0 || end > bytes) {
-      throw damaged("takeResult", `its layout's leaves reach byte ${end} of a block of ${bytes} bytes on device ${info.getInt32(4, true)}`, path(planLeaf));
+    const device = info.getInt32(4, true);
+    if (device !== devices[b] || device < 0 || ends[b]! > bytes) {
+      throw damaged("takeResult", `its layout's leaves reach byte ${ends[b]} of a block of ${bytes} bytes on device ${device}`, path(lastLeaf[b]!));
     }
   }
-  for (let j = 0; j < count; j++) {
-    const block = words[j * RESULT_WORDS + 2]! + words[j * RESULT_WORDS + 3]! * TWO_32;
-    if (block === 0) continue;
-    let holder = holders.length > 0 && holders[holders.length - 1]!.block === block ? holders[holders.length - 1]! : holders.find((h) => h.block === block);
-    if (holder === undefined) {
-      holder = new BlockHolder(block);
-      holders.push(holder);
-    }
-    holderOf[j] = holder;
-  }
+  const holders = blocks.map((block) => new BlockHolder(block));
   const group = new ResultGroup(holders, count);
   const leaves = new Array<unknown>(count);
   for (let j = 0; j < count; j++) {
@@ -262,7 +268,7 @@ function settle(lib: MtcLibrary, plan: number, layout: HeldLayout, data: unknown
       words[at + 2]! + words[at + 3]! * TWO_32,
       words[at + 4]! + words[at + 5]! * TWO_32,
       (words[at + 7]! & RESULT_PACKED) !== 0,
-      holderOf[j]!,
+      blockOf[j]! < 0 ? null : holders[blockOf[j]!]!,
       layout.keeps[k] === 1,
       group,
     );
