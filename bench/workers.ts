@@ -21,7 +21,7 @@
  * copying (out of workers / rate available to it), the consumer's wait for
  * batches to arrive, and its time taking them (copy waits included).
  */
-import { type CopyOptions, type DeviceTensor, disposeAll, disposeMoved, type LoaderStats, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import { type CopyOptions, type DeviceTensor, disposeAll, disposeMoved, type LoaderStats, type LoaderWorkerStats, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
 import type { ExampleSample } from "../examples/example_batch.ts";
 import { getEnv } from "../ts/base/runtime.ts";
 import { source } from "./worker_batches.ts";
@@ -79,6 +79,9 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
 interface Spent {
   make: number[];
   copy: number[];
+  move: number[];
+  creditWait: number[];
+  post: number[];
   consumerWait: number[];
   take: number[];
   copyWait: number[];
@@ -88,15 +91,19 @@ interface Spent {
 async function loaderSegments(producer: string, workers: number, count: number): Promise<{ perBatch: number[]; spent: Spent }> {
   const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
   await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count, copyOptions: LOADER_COPY_OPTIONS });
-  const spent: Spent = { make: [], copy: [], consumerWait: [], take: [], copyWait: [] };
+  const spent: Spent = { make: [], copy: [], move: [], creditWait: [], post: [], consumerWait: [], take: [], copyWait: [] };
   let last: LoaderStats | null = null;
   const onSegment = () => {
     const now = loader.stats;
     if (last !== null) {
-      const sum = (s: LoaderStats, key: "makeMs" | "copyMs" | "made") => s.workers.reduce((t, w) => t + w[key], 0);
+      const sum = (s: LoaderStats, key: keyof LoaderWorkerStats) => s.workers.reduce((t, w) => t + w[key], 0);
       const made = sum(now, "made") - sum(last, "made");
-      spent.make.push((sum(now, "makeMs") - sum(last, "makeMs")) / made);
-      spent.copy.push((sum(now, "copyMs") - sum(last, "copyMs")) / made);
+      const per = (key: keyof LoaderWorkerStats) => (sum(now, key) - sum(last!, key)) / made;
+      spent.make.push(per("makeMs"));
+      spent.copy.push(per("copyMs"));
+      spent.move.push(per("moveMs"));
+      spent.creditWait.push(per("creditWaitMs"));
+      spent.post.push(per("postMs"));
       const taken = now.taken - last.taken;
       spent.consumerWait.push((now.consumerWaitMs - last.consumerWaitMs) / taken);
       spent.take.push((now.takeMs - last.takeMs) / taken);
@@ -110,7 +117,10 @@ async function loaderSegments(producer: string, workers: number, count: number):
 function spentSeries(spent: Spent, summarize: (ms: number[]) => Series): Record<string, Series> {
   return {
     "a worker's time making a batch": summarize(spent.make),
-    "a worker's time copying and moving a batch": summarize(spent.copy),
+    "a worker's time starting a batch's copy": summarize(spent.copy),
+    "a worker's time moving it (moveResult)": summarize(spent.move),
+    "a worker's time waiting for a credit (the consumer behind)": summarize(spent.creditWait),
+    "a worker's time in postMessage": summarize(spent.post),
     "consumer: next() waiting for the batch, per batch": summarize(spent.consumerWait),
     "consumer: taking the batch (copy waits included)": summarize(spent.take),
     "consumer: of which waiting for a copy still running": summarize(spent.copyWait),

@@ -107,7 +107,8 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   assertSame(stats.workers.length, 2);
   for (const [w, worker] of stats.workers.entries()) {
     assertSame(worker.made, 10, `worker ${w} made its share`);
-    assert(worker.makeMs > 0 && worker.copyMs > 0, `worker ${w}: ${worker.makeMs.toFixed(2)} ms making, ${worker.copyMs.toFixed(2)} ms copying`);
+    assert(worker.makeMs > 0 && worker.copyMs > 0 && worker.moveMs > 0 && worker.postMs > 0, `worker ${w}: ${JSON.stringify(worker)}`);
+    assert(worker.creditWaitMs > 0, `worker ${w} waited for credits while the consumer held back (${worker.creditWaitMs.toFixed(2)} ms)`);
   }
   assert(stats.takeMs > 0, "taking costs the consumer something");
   await loader.close();

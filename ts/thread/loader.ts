@@ -244,7 +244,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       dropMoved(message.moved);
       return;
     } else {
-      this.#counters.batch(worker, message.makeMs, message.copyMs);
+      this.#counters.batch(worker, message.times);
       this.#arrived.set(message.index, message.moved);
     }
     this.#settle();

@@ -56,8 +56,9 @@ export type FromWorker =
   /**
    * Batch `index` on the device (its copy may still run: the loader's take
    * waits for it), or the error that batch (and the stream) ended with; the
-   * milliseconds the worker spent making it and copying it (stats).
+   * milliseconds the worker spent on it (stats): making it, starting its
+   * copy, moving it, waiting for its credit, and posting the batch before.
    */
-  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly makeMs?: number; readonly copyMs?: number }
+  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly times?: readonly number[] }
   /** The producer returned undefined or null for batch `index`: the stream ends before it. */
   | { readonly kind: "end"; readonly index: number };

@@ -12,8 +12,14 @@ export interface LoaderWorkerStats {
   readonly made: number;
   /** Milliseconds in the producer's calls (making batches). */
   readonly makeMs: number;
-  /** Milliseconds starting the copies and moving them (its staging included; the DMA runs on after it). */
+  /** Milliseconds starting the copies (a prepared copy's check and submit; staging on this thread included). */
   readonly copyMs: number;
+  /** Milliseconds moving them (moveResult: a copy running moves once staged; others are waited for). */
+  readonly moveMs: number;
+  /** Milliseconds waiting for leave to make the next batch (the consumer was behind). */
+  readonly creditWaitMs: number;
+  /** Milliseconds in postMessage, sending the batches. */
+  readonly postMs: number;
 }
 
 /** {@link Loader.stats}: batches so far, and where the time went. */
@@ -36,6 +42,9 @@ export interface LoaderStats {
   readonly workers: readonly LoaderWorkerStats[];
 }
 
+/** Times a worker sends with each batch (loader_worker.ts). */
+const TIMES = 5;
+
 /** The counters behind LoaderStats. */
 export class LoaderCounters {
   made = 0;
@@ -43,28 +52,30 @@ export class LoaderCounters {
   consumerWaitMs = 0;
   takeMs = 0;
   copyWaitMs = 0;
-  /** Per worker: credits given, batches sent, time making, time copying. */
+  /** Per worker: credits given, batches sent. */
   readonly granted: number[] = [];
   readonly sent: number[] = [];
-  readonly makeMs: number[] = [];
-  readonly copyMs: number[] = [];
+  /** Per worker: the times its messages said, in TIMES order, summed. */
+  readonly times: Float64Array[] = [];
 
   constructor(workers: number) {
     for (let w = 0; w < workers; w++) {
       this.granted.push(0);
       this.sent.push(0);
-      this.makeMs.push(0);
-      this.copyMs.push(0);
+      this.times.push(new Float64Array(TIMES));
     }
   }
 
-  /** Worker `w` sent a batch that took it `makeMs` to make and `copyMs` to copy and move. */
-  batch(w: number, makeMs: unknown, copyMs: unknown): void {
+  /** Worker `w` sent a batch, with what it spent on it (make, copy, move, credit wait, the previous post). */
+  batch(w: number, times: unknown): void {
     this.made++;
     this.sent[w]!++;
-    // Plain numbers from our own worker; anything else counts as nothing.
-    if (typeof makeMs === "number" && makeMs >= 0) this.makeMs[w]! += makeMs;
-    if (typeof copyMs === "number" && copyMs >= 0) this.copyMs[w]! += copyMs;
+    if (!Array.isArray(times)) return;
+    const sums = this.times[w]!;
+    for (let i = 0; i < TIMES; i++) {
+      const ms: unknown = times[i];
+      if (typeof ms === "number" && ms >= 0) sums[i]! += ms; // our own worker's numbers; anything else counts as nothing
+    }
   }
 
   snapshot(waiting: number): LoaderStats {
@@ -72,7 +83,8 @@ export class LoaderCounters {
     const workers: LoaderWorkerStats[] = [];
     for (let w = 0; w < this.granted.length; w++) {
       inFlight += Math.max(0, this.granted[w]! - this.sent[w]!);
-      workers.push({ made: this.sent[w]!, makeMs: this.makeMs[w]!, copyMs: this.copyMs[w]! });
+      const t = this.times[w]!;
+      workers.push({ made: this.sent[w]!, makeMs: t[0]!, copyMs: t[1]!, moveMs: t[2]!, creditWaitMs: t[3]!, postMs: t[4]! });
     }
     return {
       made: this.made,

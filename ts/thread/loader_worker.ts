@@ -45,6 +45,8 @@ const nodeProcess = (globalThis as unknown as {
 }).process;
 
 let credits = 0;
+/** How long the last postMessage of a batch took (sent with the next one). */
+let lastPostMs = 0;
 /**
  * This worker's prepared copy: the layout of its first batch, made anew
  * from a batch of another structure. Its copies move to the loader while
@@ -139,25 +141,31 @@ async function produceAll(start: StartMessage): Promise<void> {
   }
   for (let index = worker; batches === null || index < batches; index += workers) {
     making = { worker, index };
+    const asked = performance.now();
     await takeCredit();
     let batch: unknown = null;
     let moved: Moved;
-    const began = performance.now();
-    let made = began;
+    // Where this batch's time goes (Loader.stats): waiting for a credit, making, starting the copy, moving it.
+    const times = [0, 0, 0, 0, lastPostMs];
+    let at = performance.now();
+    times[3] = at - asked;
     try {
       if (produce === undefined) throw failure;
       batch = await produce(index, { worker, workers, args });
-      made = performance.now();
+      times[0] = -at + (at = performance.now());
       if (batch === undefined || batch === null) {
         making = null;
         scope.postMessage({ kind: "end", index });
         return;
       }
-      moved = moveResult(prepares ? copyPrepared(batch, device, options) : startCopy(batch, device, options));
+      const handle = prepares ? copyPrepared(batch, device, options) : startCopy(batch, device, options);
+      times[1] = -at + (at = performance.now());
+      moved = moveResult(handle);
+      times[2] = performance.now() - at;
     } catch (thrown) {
       moved = sendableError(producerError(thrown, index), index);
     }
-    if (!post(index, moved, batch, made - began, performance.now() - made)) return;
+    if (!post(index, moved, batch, times)) return;
   }
   making = null; // its last batch is sent
 }
@@ -194,10 +202,12 @@ function sendableError(error: Error, index: number): Moved {
  * postMessage cannot clone becomes its error, naming the value; an error
  * it cannot clone becomes one of ours.
  */
-function post(index: number, moved: Moved, batch: unknown, makeMs = 0, copyMs = 0): boolean {
+function post(index: number, moved: Moved, batch: unknown, times: number[] = []): boolean {
   const isError = movedError(moved);
+  const began = performance.now();
   try {
-    scope.postMessage({ kind: "batch", index, moved, makeMs, copyMs });
+    scope.postMessage({ kind: "batch", index, moved, times });
+    lastPostMs = performance.now() - began;
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
     const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);
