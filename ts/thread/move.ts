@@ -37,7 +37,11 @@ export { takeResult } from "./take.ts";
  * `value`: a result (DeviceTensors, pinned or pageable host Tensors and
  * arrays, plain data, inside arrays, plain objects and Maps), an
  * AsyncCopyHandle (its result: this waits for the copy, then disposes the
- * handle), or an Error (MtcError keeps its status, code and leaf path).
+ * handle), or an Error (MtcError keeps its status, code and leaf path). A
+ * handle of a prepared copy to a device whose leaves are host memory
+ * moves while its copy runs (once it is staged): one parcel with the
+ * copy's plan, its layout sent once; takeResult waits for the copy, on
+ * its own thread, and disposeMoved disposes the result per block.
  * Refused, with an MtcError naming the leaf and nothing moved: an arena's
  * tensors (move the copy's result), a DeviceTensor imported by fromDLPack
  * (its memory is another library's: copy it into libmtc's first), and a
