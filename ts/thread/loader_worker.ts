@@ -53,6 +53,11 @@ let lastPostMs = 0;
  * they run, one parcel each (parcel_out.ts).
  */
 let prepared: PreparedCopy | null = null;
+/** Batches the prepared copy served after its first; batches left to copy plainly before preparing again. */
+let served = 0;
+let plainFor = 0;
+/** Batches copied plainly after a layout that served one batch only. */
+const PLAIN_RUN = 16;
 let wake: (() => void) | null = null;
 /**
  * This worker's number and the batch it makes now (or next): where a
@@ -178,13 +183,22 @@ async function produceAll(start: StartMessage): Promise<void> {
 function copyPrepared(batch: unknown, device: Device, options: CopyOptions): AsyncCopyHandle<unknown> {
   if (prepared !== null) {
     try {
-      return prepared.start(batch);
+      const handle = prepared.start(batch);
+      served++;
+      return handle;
     } catch {
       prepared.dispose(); // the batch differs from the layout (or is wrong: said below)
       prepared = null;
+      // Layouts that last one batch each (shapes that change every time): preparing costs more than it saves.
+      plainFor = served === 0 ? PLAIN_RUN : 0;
     }
   }
+  if (plainFor > 0) {
+    plainFor--;
+    return startCopy(batch, device, options);
+  }
   prepared = prepareCopy(batch, device, options);
+  served = 0;
   return prepared.start(batch);
 }
 

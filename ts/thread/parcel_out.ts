@@ -51,7 +51,8 @@ export function moveRunning<T>(handle: AsyncCopyHandle<T>, sender: number): Move
   if (record === null) return null;
   const t = record.traversal!;
   if (t.shares.length > 0) {
-    // Not expected (no DeviceTensor source): its shares would have to move too. Wait, as for any handle.
+    // Not expected (no DeviceTensor source): its shares would have to move too.
+    releaseRecord(record);
     throw new MtcError(Status.MTC_ERR_INTERNAL, "moveResult: a prepared copy holding device sources cannot move while it runs");
   }
   let parcel = 0;
