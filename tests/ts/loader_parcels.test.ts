@@ -8,6 +8,7 @@ import { fakeDriver, skipWithoutDriver, tick, withCopyDelay } from "./fake_drive
 import { assert, assertEquals, assertSame, note, test } from "./harness.ts";
 import { assertBack, mark } from "./fixtures/loader_checks.ts";
 import { expectedBatch } from "./fixtures/loader_parcels.ts";
+import { runScript } from "./fixtures/spawn.ts";
 import { toHost } from "./fixtures/threads.ts";
 
 const PRODUCERS = new URL("./fixtures/loader_parcels.ts", import.meta.url);
@@ -114,3 +115,20 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   await loader.close();
   await assertBack(m, "20 batches");
 }, { skip });
+
+const FAULT_CHILD = new URL("./fixtures/loader_parcel_fault.ts", import.meta.url).pathname;
+
+for (const mode of ["background", "own thread"]) {
+  test(`loader parcels: a copy that fails (MTC_FAULT, staged on the ${mode}) is its batch's error, with the leaf's path, the batch and the worker`, async () => {
+    const r = await runScript(FAULT_CHILD, [mode === "background" ? "background" : "own"], { MTC_FAULT: "copy-submit:2+", FAKE_CUDA_QUIET: "1" });
+    const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
+    const line = r.stdout.split("\n").find((l) => l.startsWith("PARCEL-FAULT "));
+    assert(line !== undefined, `the child reported: ${shown}`);
+    const { taken, error } = JSON.parse(line.slice("PARCEL-FAULT ".length)) as { taken: number[]; error: Record<string, string> | null };
+    assert(error !== null && error.code !== undefined, `next() rejected with an MtcError: ${shown}`);
+    assertEquals(taken, taken.map((_, i) => i), "the batches before it, in order");
+    assert(typeof error.path === "string" && /^\.(ids|boxes|samples\[\d\])$/.test(error.path), `the error names a leaf: ${error.path} (${error.message})`);
+    assertSame(error.last?.trim(), `at batch ${taken.length} in loader worker 0`, "its stack says which batch and worker");
+    assertSame(r.code, 0, shown);
+  }, { skip, timeout: 60_000 });
+}
