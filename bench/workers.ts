@@ -12,9 +12,17 @@
  * S5wa  N workers write it into one of their two arenas, read in place by the copy
  *
  * Also the main thread's part of each batch, timed apart: takeResult and
- * disposeAll of moved example batches (bench/move_worker.ts).
+ * disposeAll of moved example batches (bench/move_worker.ts); and, for
+ * parcels of a prepared layout (what the loader's workers send), take +
+ * reading each leaf once (its shape and address) + disposeMoved.
+ *
+ * Each loader row also says where the time went, per batch, from
+ * Loader.stats over the timed segments: each worker's time making and
+ * copying (out of workers / rate available to it), the consumer's wait for
+ * batches to arrive, and its time taking them (copy waits included).
  */
-import { type CopyOptions, type DeviceTensor, disposeAll, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import { type CopyOptions, type DeviceTensor, disposeAll, disposeMoved, type LoaderStats, type LoaderWorkerStats, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import type { ExampleSample } from "../examples/example_batch.ts";
 import { getEnv } from "../ts/base/runtime.ts";
 import { source } from "./worker_batches.ts";
 import { copyExampleBatch } from "../examples/example_batch.ts";
@@ -58,7 +66,8 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
     if (!b.wanted(id)) continue;
     for (const workers of b.workerCounts) {
       const what = `example batches ${how} by ${workers} worker${workers === 1 ? "" : "s"}, startLoader (depth ${DEPTH}) → cuda:0`;
-      rows.push(row(`${id}×${workers}`, what, await loaderSegments(producer, workers, b.count)));
+      const { perBatch, spent } = await loaderSegments(producer, workers, b.count);
+      rows.push(row(`${id}×${workers}`, what, perBatch, spentSeries(spent, b.summarize)));
     }
   }
   // Under the first loader row: the same for every worker count.
@@ -66,11 +75,56 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
   return rows;
 }
 
-/** Ms per batch of each timed segment of one loader, after its warm-up. */
-async function loaderSegments(producer: string, workers: number, count: number): Promise<number[]> {
+/** Per timed segment, per batch: where the loader's time went (Loader.stats differences). */
+interface Spent {
+  make: number[];
+  copy: number[];
+  move: number[];
+  creditWait: number[];
+  post: number[];
+  consumerWait: number[];
+  take: number[];
+  copyWait: number[];
+}
+
+/** Ms per batch of each timed segment of one loader, after its warm-up, and where the time went in each. */
+async function loaderSegments(producer: string, workers: number, count: number): Promise<{ perBatch: number[]; spent: Spent }> {
   const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
   await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count, copyOptions: LOADER_COPY_OPTIONS });
-  return await timeSegments(loader, warm, count);
+  const spent: Spent = { make: [], copy: [], move: [], creditWait: [], post: [], consumerWait: [], take: [], copyWait: [] };
+  let last: LoaderStats | null = null;
+  const onSegment = () => {
+    const now = loader.stats;
+    if (last !== null) {
+      const sum = (s: LoaderStats, key: keyof LoaderWorkerStats) => s.workers.reduce((t, w) => t + w[key], 0);
+      const made = sum(now, "made") - sum(last, "made");
+      const per = (key: keyof LoaderWorkerStats) => (sum(now, key) - sum(last!, key)) / made;
+      spent.make.push(per("makeMs"));
+      spent.copy.push(per("copyMs"));
+      spent.move.push(per("moveMs"));
+      spent.creditWait.push(per("creditWaitMs"));
+      spent.post.push(per("postMs"));
+      const taken = now.taken - last.taken;
+      spent.consumerWait.push((now.consumerWaitMs - last.consumerWaitMs) / taken);
+      spent.take.push((now.takeMs - last.takeMs) / taken);
+      spent.copyWait.push((now.copyWaitMs - last.copyWaitMs) / taken);
+    }
+    last = now;
+  };
+  return { perBatch: await timeSegments(loader, warm, count, onSegment), spent };
+}
+
+function spentSeries(spent: Spent, summarize: (ms: number[]) => Series): Record<string, Series> {
+  return {
+    "a worker's time making a batch": summarize(spent.make),
+    "a worker's time starting a batch's copy": summarize(spent.copy),
+    "a worker's time moving it (moveResult)": summarize(spent.move),
+    "a worker's time waiting for a credit (the consumer behind)": summarize(spent.creditWait),
+    "a worker's time in postMessage": summarize(spent.post),
+    "consumer: next() waiting for the batch, per batch": summarize(spent.consumerWait),
+    "consumer: taking the batch (copy waits included)": summarize(spent.take),
+    "consumer: of which waiting for a copy still running": summarize(spent.copyWait),
+  };
 }
 
 /** S5 with the batches built fresh on this thread. */
@@ -82,15 +136,20 @@ async function prefetchFresh(count: number): Promise<number[]> {
   return await timeSegments(prefetch(fresh(), "cuda:0", { depth: DEPTH }), warm, count);
 }
 
-/** Takes every batch of `batches` and disposes it; returns ms per batch of each segment of `count` after `warm`. */
-async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count: number): Promise<number[]> {
+/**
+ * Takes every batch of `batches` and disposes it (a parcel's per block);
+ * returns ms per batch of each segment of `count` after `warm`; calls
+ * `onSegment` at each segment's bounds.
+ */
+async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count: number, onSegment?: () => void): Promise<number[]> {
   const perBatch: number[] = [];
   let taken = 0;
   let t0 = performance.now();
   for await (const batch of batches) {
-    disposeAll(batch);
+    disposeMoved(batch);
     taken++;
     if (taken >= warm && (taken - warm) % count === 0) {
+      onSegment?.();
       const now = performance.now();
       if (taken > warm) perBatch.push((now - t0) / count);
       t0 = now;
@@ -105,15 +164,7 @@ async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count
  */
 async function mainThreadPart(count: number, summarize: (ms: number[]) => Series): Promise<Record<string, Series>> {
   const warm = Math.min(300, count);
-  const worker = new Worker(new URL("./move_worker.ts", import.meta.url), { type: "module" });
-  const arrived: Moved[] = [];
-  await new Promise<void>((resolve) => {
-    worker.onmessage = (event: MessageEvent) => {
-      if (arrived.push(event.data as Moved) === warm + count) resolve();
-    };
-    worker.postMessage({ count: warm + count });
-  });
-  worker.terminate();
+  const arrived = await movedBatches(warm + count, false);
   const take: number[] = [];
   const dispose: number[] = [];
   arrived.forEach((moved, i) => {
@@ -130,5 +181,76 @@ async function mainThreadPart(count: number, summarize: (ms: number[]) => Series
     "main thread per batch: takeResult (timed apart)": summarize(take),
     "main thread per batch: disposeAll (timed apart)": summarize(dispose),
     "main thread per batch: take + dispose": summarize(take.map((t, i) => t + dispose[i]!)),
+    ...await parcelPart(count, summarize),
   };
+}
+
+/** `count` example batches moved by bench/move_worker.ts, once all arrived (`parcels`: as the loader's workers send them). */
+async function movedBatches(count: number, parcels: boolean): Promise<Moved[]> {
+  const worker = new Worker(new URL("./move_worker.ts", import.meta.url), { type: "module" });
+  const arrived: Moved[] = [];
+  await new Promise<void>((resolve) => {
+    worker.onmessage = (event: MessageEvent) => {
+      if (arrived.push(event.data as Moved) === count) resolve();
+    };
+    worker.postMessage({ count, parcels });
+  });
+  worker.terminate(); // the parcels outlive it
+  return arrived;
+}
+
+/**
+ * The main thread's part of a batch that came as a parcel of a prepared
+ * layout, each timed: take, then each leaf read once (shape and address,
+ * as a training step would hand them on), then disposeMoved (per block).
+ */
+async function parcelPart(count: number, summarize: (ms: number[]) => Series): Promise<Record<string, Series>> {
+  const warm = Math.min(300, count);
+  const arrived = await movedBatches(warm + count, true);
+  const take: number[] = [];
+  const read: number[] = [];
+  const dispose: number[] = [];
+  let sink = 0;
+  arrived.forEach((moved, i) => {
+    const t0 = performance.now();
+    const batch = takeResult(moved) as ExampleSample[];
+    const t1 = performance.now();
+    sink += readEachLeaf(batch);
+    const t2 = performance.now();
+    disposeMoved(batch);
+    const t3 = performance.now();
+    if (i < warm) return;
+    take.push(t1 - t0);
+    read.push(t2 - t1);
+    dispose.push(t3 - t2);
+  });
+  if (Number.isNaN(sink)) throw new Error("unreachable"); // keeps the reads
+  return {
+    "main thread per batch, parcels: take": summarize(take),
+    "main thread per batch, parcels: read each leaf (shape, address)": summarize(read),
+    "main thread per batch, parcels: disposeMoved": summarize(dispose),
+    "main thread per batch, parcels: take + read + dispose": summarize(take.map((t, i) => t + read[i]! + dispose[i]!)),
+  };
+}
+
+/** Each leaf of an example batch on the device, read once: its first extent and its address. */
+function readEachLeaf(batch: ExampleSample[]): number {
+  let sum = 0;
+  const leaf = (t: unknown) => {
+    const d = t as DeviceTensor;
+    sum += (d.shape[0] ?? 1) + d.address;
+  };
+  for (const sample of batch) {
+    for (const cam of sample.cams_gt) {
+      leaf(cam.bounding_boxes);
+      leaf(cam.class_ids);
+      leaf(cam.active);
+      leaf(cam.depths);
+      leaf(cam.proj_mat);
+    }
+    leaf(sample.gt_data.bounding_boxes_3d);
+    leaf(sample.gt_data.class_ids);
+    leaf(sample.gt_data.active);
+  }
+  return sum;
 }

@@ -8,7 +8,7 @@
  *
  * Needs a CUDA device (or the emulated driver: MTC_CUDA_DRIVER=emulated).
  */
-import { cudaUnavailableReason, type DeviceTensor, disposeAll, startLoader } from "../ts/mod.ts";
+import { cudaUnavailableReason, type DeviceTensor, disposeMoved, startLoader } from "../ts/mod.ts";
 import { EXAMPLE_BATCH_TENSORS, makeExampleBatch } from "./example_batch.ts";
 
 const args = (globalThis as { Bun?: unknown }).Bun !== undefined
@@ -42,7 +42,7 @@ if (noGpu !== undefined) {
     const expected = makeExampleBatch(SEED + index)[0]!.gt_data.class_ids;
     if (ids.some((v, i) => v !== expected[i])) throw new Error(`batch ${index} is not the one built from seed ${SEED + index}`);
     checked += ids.length;
-    disposeAll(batch); // the batch is ours: its device memory goes back now
+    disposeMoved(batch); // the batch is ours: its device memory goes back now, one step per block
     index++;
   }
   console.log(`${index} example batches of ${EXAMPLE_BATCH_TENSORS} tensors built by 2 workers, copied to cuda:0 and taken in order; ${checked} class ids checked`);

@@ -96,6 +96,7 @@ export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
 export { type HostArrayOf } from "./copy/types.ts";
 export {
   dropMoved,
+  disposeMoved,
   dropMovedFrom,
   isMoved,
   type Moved,
@@ -108,3 +109,4 @@ export {
   threadOwner,
 } from "./thread/move.ts";
 export { Loader, type LoaderContext, type LoaderOptions, startLoader } from "./thread/loader.ts";
+export type { LoaderStats, LoaderWorkerStats } from "./thread/loader_stats.ts";

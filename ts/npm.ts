@@ -30,6 +30,7 @@ export const {
   deleteDLPack,
   DeviceTensor,
   disposeAll,
+  disposeMoved,
   dropMoved,
   dropMovedFrom,
   DTYPES,

@@ -8,10 +8,13 @@ import { expectCountersBack, settledCounters, toHost } from "../ts/fixtures/thre
 import { assert, assertSame } from "../ts/harness.ts";
 import { checkBatch } from "../ts/fixtures/checks.ts";
 import { type PatternedBatch, patternedBatch } from "../ts/fixtures/loader_batches.ts";
+import { expectedBatch } from "../ts/fixtures/loader_parcels.ts";
+import { disposeGroupOf } from "../../ts/thread/parcel_take.ts";
 import { DEVICE, gpuTest } from "./gpu_env.ts";
 import { runScript } from "../ts/fixtures/spawn.ts";
 
 const PRODUCERS = new URL("../ts/fixtures/loader_batches.ts", import.meta.url);
+const PARCEL_PRODUCERS = new URL("../ts/fixtures/loader_parcels.ts", import.meta.url);
 
 
 
@@ -28,6 +31,24 @@ gpuTest("loader: four workers, 200 batches to the GPU, taken in index order, eve
     index++;
   }
   assertSame(index, 200);
+  await loader.close();
+  await expectCountersBack(before, "blocks, plans and parcels back");
+});
+
+gpuTest("loader: four workers, 200 arena batches of one layout as parcels, taken in order, every byte read back, disposed per block", async () => {
+  const before = await settledCounters();
+  await using loader = startLoader<Record<string, unknown>>({ module: PARCEL_PRODUCERS, export: "arenaBatch", device: DEVICE, workers: 4, batches: 200 });
+  let index = 0;
+  for await (const batch of loader) {
+    assertSame(batch.index, index);
+    checkBatch(toHost(batch), expectedBatch(index, false), null, `batch ${index}`);
+    assert(disposeGroupOf(batch), `batch ${index} came as a parcel of a prepared layout`);
+    index++;
+  }
+  assertSame(index, 200);
+  const stats = loader.stats;
+  assertSame(stats.taken, 200);
+  assert(stats.workers.every((w) => w.made === 50), "each worker made its share");
   await loader.close();
   await expectCountersBack(before, "blocks, plans and parcels back");
 });

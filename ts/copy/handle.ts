@@ -15,6 +15,7 @@ import { decodePlanStats, type PlanStats, reusedOnlyStats } from "./plan_stats.t
 import { destinationsGone } from "./host_into.ts";
 import { pendingHostInto, planError, type PlanRecord, planRegistry, releaseRecord, snapshotStats, u64At } from "./plan_record.ts";
 import { collectResults } from "./results.ts";
+import { newWaiting, type Waiting } from "./waiting.ts";
 import { blockWithinLimit, type Joined, pollUntil, readWaitOptions, spin, type WaitOptions, withinLimit } from "./wait_limit.ts";
 
 export type { WaitOptions } from "./wait_limit.ts";
@@ -33,6 +34,9 @@ const MADE_HERE = Symbol("made by libmtc");
 
 /** @internal A handle of `record` (null: done already, with `done` as its result) for a copy to `target`. */
 export let newHandle: <T>(record: PlanRecord | null, target: number, done?: T, reused?: number) => AsyncCopyHandle<T>;
+
+/** @internal Takes the plan out of a handle whose copy may still run (parcel_out.ts): the handle is disposed, the record the caller's; null when there is none to give. */
+export let detachPlan: (handle: AsyncCopyHandle<unknown>) => PlanRecord | null;
 
 /**
  * A copy in flight. `ready()` polls, `get()` blocks, `await handle` waits
@@ -67,6 +71,14 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
   static {
     markClass(this, "AsyncCopyHandle");
     newHandle = (record, target, done, reused) => new AsyncCopyHandle(MADE_HERE, record, target, done, reused);
+    detachPlan = (h) => {
+      const record = h.#record;
+      if (record === null || h.#disposed || h.#finished >= 0 || h.#waitsPending > 0 || h.#waiting !== null) return null;
+      h.#record = null;
+      h.#disposed = true;
+      planRegistry.unregister(h);
+      return record;
+    };
     // console.log: "AsyncCopyHandle(to cuda:0, pending)"; from its own state (no poll, which could write destinations).
     defineInspect<AsyncCopyHandle>(this.prototype, "AsyncCopyHandle", (h) => {
       if (!(#record in h)) return "AsyncCopyHandle (not made by this library)";
@@ -369,29 +381,4 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     };
     wait(this.#record!.plan).then(() => returned(undefined), (e) => returned(e ?? new Error("the wait failed")));
   }
-}
-
-/** A wait in progress for `await` and wait(): its outcome and how many callers still want it. */
-interface Waiting<T> {
-  readonly promise: Promise<T>;
-  callers: number;
-  /** Resolves with what `outcome` returns, or rejects with what it throws. */
-  settle(outcome: () => T): void;
-}
-
-function newWaiting<T>(): Waiting<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
-  return {
-    promise,
-    callers: 0,
-    settle(outcome) {
-      try {
-        resolve(outcome());
-      } catch (e) {
-        reject(e);
-      }
-    },
-  };
 }

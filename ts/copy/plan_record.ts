@@ -112,6 +112,16 @@ export function releaseRecord(record: PlanRecord): void {
 }
 
 /**
+ * Forgets a record whose plan ref moved to a parcel (another thread's now):
+ * nothing is released here, and the exit hook leaves that plan alone.
+ */
+export function forgetRecord(record: PlanRecord): void {
+  livePlans.delete(record);
+  record.plan = 0;
+  record.traversal = null;
+}
+
+/**
  * Backstop for handles dropped without get() or dispose(). The record holds
  * the inputs strongly, so they outlive the copy that reads them.
  */

@@ -51,6 +51,19 @@ function checkThis(value: unknown, member: string): void {
   if (!isPrepared(value)) throw invalidArgument(`PreparedCopy.${member}: this is not a PreparedCopy made by prepareCopy`);
 }
 
+/**
+ * The handles of prepared copies that can move to another thread while they
+ * run (to a device, every leaf from host memory, none placed as it is):
+ * their template and the output containers, pass-through values placed
+ * (ts/thread/parcel_out.ts reads them).
+ */
+const movable = new WeakMap<object, { template: Template; root: unknown }>();
+
+/** @internal What a handle of a prepared copy needs to move while its copy runs; undefined for any other handle. */
+export function movableCopy(handle: object): { template: Template; root: unknown } | undefined {
+  return movable.get(handle);
+}
+
 let makePrepared: (...fields: [
   template: Template, target: number, options: Required<CopyOptions>, words: Uint32Array, flags: Uint8Array, prepared: number, cache: LeafCache,
 ]) => PreparedCopy;
@@ -151,7 +164,9 @@ export class PreparedCopy<T = unknown, D extends Device = Device> {
     } finally {
       this.#spare = words; // C has copied the descriptors
     }
-    return newHandle<Copied<T, D>>(record, this.#target, undefined, template.reused);
+    const handle = newHandle<Copied<T, D>>(record, this.#target, undefined, template.reused);
+    if (this.#target >= 0 && template.reused === 0 && template.sourceDevices.length === 0) movable.set(handle, { template, root: read!.root });
+    return handle;
   }
 
   #settle(lib: MtcLibrary, places: readonly (object | null)[], root: unknown, results: Uint32Array): unknown {

@@ -13,7 +13,9 @@ import { checkOptionNames, invalidArgument, MtcError, showValue, Status } from "
 import { counted, defineInspect } from "../base/inspect.ts";
 import { dropMoved, type Moved, movedError, ownerAlive, takeResult } from "./move.ts";
 import type { FromWorker, StartMessage } from "./loader_protocol.ts";
-import { type LoaderWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
+import { LoaderCounters, type LoaderStats } from "./loader_stats.ts";
+import { takeWaits } from "./parcel_take.ts";
+import { fromWorker, type LoaderWorker, stopWorkers, threadEndedError, WATCH_MS, workerFailedError } from "./loader_threads.ts";
 import { loaderFiles, newLoaderThread } from "./worker_script.ts";
 
 /** Options of {@link startLoader}. */
@@ -71,6 +73,8 @@ let makeLoader: <T>(start: Omit<StartMessage, "worker">, workers: number, depth:
 interface Waiter<T> {
   resolve(result: IteratorResult<T, undefined>): void;
   reject(error: unknown): void;
+  /** When next() was called (performance.now()). */
+  since: number;
 }
 
 const DONE: IteratorResult<never, undefined> = Object.freeze({ done: true, value: undefined });
@@ -163,6 +167,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   #closed = false;
   #closing: Promise<void> | null = null;
   readonly #signal: AbortSignalLike | undefined;
+  readonly #counters: LoaderCounters;
   // The signal's reason, as fetch rejects and as a handle's wait and prefetch do (ts/copy/wait_limit.ts).
   readonly #onAbort = (): void => this.#fail(abortReason(this.#signal!));
 
@@ -170,6 +175,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   private constructor(made: symbol, start: Omit<StartMessage, "worker">, workers: number, depth: number, signal: AbortSignalLike | undefined) {
     if (made !== MADE_HERE) throw invalidArgument("new Loader(): a Loader is made by startLoader");
     this.#depth = depth;
+    this.#counters = new LoaderCounters(workers);
     this.#end = start.batches ?? Infinity;
     this.#signal = signal;
     if (signal?.aborted === true) {
@@ -225,7 +231,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     if (message.kind === "owner") {
       this.#owners[worker] = message.owner;
       // Its first credits: from now on, whatever it sends can be dropped by its owner.
-      if (!this.#closed) this.#workers[worker]!.postMessage({ kind: "credit", count: this.#depth });
+      if (!this.#closed) this.#credit(worker, this.#depth);
       return;
     }
     if (message.kind === "end") {
@@ -240,6 +246,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       dropMoved(message.moved);
       return;
     } else {
+      this.#counters.batch(worker, message.times);
       this.#arrived.set(message.index, message.moved);
     }
     this.#settle();
@@ -274,17 +281,36 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
 
   #take(index: number, moved: Moved, waiter: Waiter<T>): void {
     const worker = index % this.#workers.length;
+    const counters = this.#counters;
+    const began = performance.now();
+    counters.consumerWaitMs += began - waiter.since;
+    const copyWait = takeWaits.ms;
     let value: unknown;
     try {
-      value = takeResult(moved);
+      value = takeResult(moved); // a copy still running is waited for here (parcel_take.ts)
       if (movedError(moved)) throw fromWorker(value, index, worker);
     } catch (error) {
-      this.#failure = { error };
+      // A copy that failed: its leaf's path, and which batch and worker.
+      this.#failure = { error: movedError(moved) ? error : fromWorker(error, index, worker) };
       this.#waiters.unshift(waiter); // #settle rejects it, and the loader closes
       return;
+    } finally {
+      counters.copyWaitMs += takeWaits.ms - copyWait;
+      counters.takeMs += performance.now() - began;
     }
-    this.#workers[worker]!.postMessage({ kind: "credit", count: 1 });
+    counters.taken++;
+    this.#credit(worker, 1);
     waiter.resolve({ done: false, value: value as T });
+  }
+
+  #credit(worker: number, count: number): void {
+    this.#counters.granted[worker]! += count;
+    this.#workers[worker]!.postMessage({ kind: "credit", count });
+  }
+
+  /** Batches made, taken, in flight, waiting; each worker's make and copy time; the consumer's wait and take time (loader_stats.ts). */
+  get stats(): LoaderStats {
+    return this.#counters.snapshot(this.#arrived.size);
   }
 
   /**
@@ -326,7 +352,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
   /** The next batch, in index order; `{ done: true }` once the stream ended or the loader closed. */
   next(): Promise<IteratorResult<T, undefined>> {
     return new Promise((resolve, reject) => {
-      this.#waiters.push({ resolve, reject });
+      this.#waiters.push({ resolve, reject, since: performance.now() });
       this.#settle();
     });
   }
@@ -371,10 +397,4 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
     this.#settle();
     return this.#closing;
   }
-}
-
-/** The error a worker moved, with which worker and batch it came from under its own stack. */
-function fromWorker(error: unknown, index: number, worker: number): unknown {
-  if (error instanceof Error) error.stack = `${error.stack ?? `${error.name}: ${error.message}`}\n    at batch ${index} in loader worker ${worker}`;
-  return error;
 }

@@ -53,7 +53,12 @@ export type ToWorker = StartMessage | CreditMessage | StopMessage;
 export type FromWorker =
   /** The worker's owner: first, before anything else. */
   | { readonly kind: "owner"; readonly owner: number }
-  /** Batch `index` on the device, or the error that batch (and the stream) ended with. */
-  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved }
+  /**
+   * Batch `index` on the device (its copy may still run: the loader's take
+   * waits for it), or the error that batch (and the stream) ended with; the
+   * milliseconds the worker spent on it (stats): making it, starting its
+   * copy, moving it, waiting for its credit, and posting the batch before.
+   */
+  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly times?: readonly number[] }
   /** The producer returned undefined or null for batch `index`: the stream ends before it. */
   | { readonly kind: "end"; readonly index: number };

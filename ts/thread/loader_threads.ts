@@ -109,3 +109,9 @@ function dropEnded<W extends { owner: number }>(workers: W[]): W[] {
     return false;
   });
 }
+
+/** The error a worker moved (or its batch's take threw), with which worker and batch it came from under its own stack. */
+export function fromWorker(error: unknown, index: number, worker: number): unknown {
+  if (error instanceof Error) error.stack = `${error.stack ?? `${error.name}: ${error.message}`}\n    at batch ${index} in loader worker ${worker}`;
+  return error;
+}

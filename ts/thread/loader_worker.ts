@@ -14,9 +14,11 @@
  * @module
  */
 
+import type { AsyncCopyHandle } from "../copy/handle.ts";
 import type { CopyOptions } from "../copy/options.ts";
+import { prepareCopy, type PreparedCopy } from "../copy/prepared.ts";
 import { startCopy } from "../copy/start_copy.ts";
-import type { Device } from "../gpu/device.ts";
+import { DEVICE_CPU, type Device, parseDevice } from "../gpu/device.ts";
 import { invalidArgument, MtcError, Status } from "../base/errors.ts";
 import { runtime } from "../base/runtime.ts";
 import { type Moved, movedError, moveResult, threadOwner } from "./move.ts";
@@ -43,6 +45,19 @@ const nodeProcess = (globalThis as unknown as {
 }).process;
 
 let credits = 0;
+/** How long the last postMessage of a batch took (sent with the next one). */
+let lastPostMs = 0;
+/**
+ * This worker's prepared copy: the layout of its first batch, made anew
+ * from a batch of another structure. Its copies move to the loader while
+ * they run, one parcel each (parcel_out.ts).
+ */
+let prepared: PreparedCopy | null = null;
+/** Batches the prepared copy served after its first; batches left to copy plainly before preparing again. */
+let served = 0;
+let plainFor = 0;
+/** Batches copied plainly after a layout that served one batch only. */
+const PLAIN_RUN = 16;
 let wake: (() => void) | null = null;
 /**
  * This worker's number and the batch it makes now (or next): where a
@@ -119,6 +134,8 @@ async function produceAll(start: StartMessage): Promise<void> {
   // worker's memory is never read after it is gone).
   const options: CopyOptions = { ...start.copyOptions };
   options.useBackgroundThread ??= false;
+  // Prepared copies go to a device, and take every option but these.
+  const prepares = parseDevice(device) !== DEVICE_CPU && options.strict !== true && options.copyHostLeaves !== true;
   making = { worker, index: worker };
   let produce: Producer | undefined;
   let failure: unknown;
@@ -129,24 +146,60 @@ async function produceAll(start: StartMessage): Promise<void> {
   }
   for (let index = worker; batches === null || index < batches; index += workers) {
     making = { worker, index };
+    const asked = performance.now();
     await takeCredit();
     let batch: unknown = null;
     let moved: Moved;
+    // Where this batch's time goes (Loader.stats): waiting for a credit, making, starting the copy, moving it.
+    const times = [0, 0, 0, 0, lastPostMs];
+    let at = performance.now();
+    times[3] = at - asked;
     try {
       if (produce === undefined) throw failure;
       batch = await produce(index, { worker, workers, args });
+      times[0] = -at + (at = performance.now());
       if (batch === undefined || batch === null) {
         making = null;
         scope.postMessage({ kind: "end", index });
         return;
       }
-      moved = moveResult(startCopy(batch, device, options));
+      const handle = prepares ? copyPrepared(batch, device, options) : startCopy(batch, device, options);
+      times[1] = -at + (at = performance.now());
+      moved = moveResult(handle);
+      times[2] = performance.now() - at;
     } catch (thrown) {
       moved = sendableError(producerError(thrown, index), index);
     }
-    if (!post(index, moved, batch)) return;
+    if (!post(index, moved, batch, times)) return;
   }
   making = null; // its last batch is sent
+}
+
+/**
+ * Starts the copy of `batch` with this worker's prepared copy; a batch of
+ * another structure than the layout's (or the first) is prepared anew, and
+ * its errors are then prepareCopy's, startCopy's with their paths.
+ */
+function copyPrepared(batch: unknown, device: Device, options: CopyOptions): AsyncCopyHandle<unknown> {
+  if (prepared !== null) {
+    try {
+      const handle = prepared.start(batch);
+      served++;
+      return handle;
+    } catch {
+      prepared.dispose(); // the batch differs from the layout (or is wrong: said below)
+      prepared = null;
+      // Layouts that last one batch each (shapes that change every time): preparing costs more than it saves.
+      plainFor = served === 0 ? PLAIN_RUN : 0;
+    }
+  }
+  if (plainFor > 0) {
+    plainFor--;
+    return startCopy(batch, device, options);
+  }
+  prepared = prepareCopy(batch, device, options);
+  served = 0;
+  return prepared.start(batch);
 }
 
 /** `error` moved; one that cannot be moved (a getter in it throws, say) is described in an MtcError of ours. */
@@ -163,10 +216,12 @@ function sendableError(error: Error, index: number): Moved {
  * postMessage cannot clone becomes its error, naming the value; an error
  * it cannot clone becomes one of ours.
  */
-function post(index: number, moved: Moved, batch: unknown): boolean {
+function post(index: number, moved: Moved, batch: unknown, times: number[] = []): boolean {
   const isError = movedError(moved);
+  const began = performance.now();
   try {
-    scope.postMessage({ kind: "batch", index, moved });
+    scope.postMessage({ kind: "batch", index, moved, times });
+    lastPostMs = performance.now() - began;
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
     const error = isError ? unsentError(null, index) : unsendableError(batch, index, cause);

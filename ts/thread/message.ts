@@ -66,6 +66,21 @@ export interface TensorExtra {
   offset: number;
 }
 
+/** A prepared layout as it travels with the first message of it (parcel_out.ts writes it, parcel_take.ts checks it). */
+export interface LayoutShape {
+  /** The containers, as this module describes a template (JSON). */
+  readonly template: string;
+  /** The root: 0 (a container), LEAF or DATA. */
+  readonly root: number;
+  /** Per leaf, in the template's order: its index in the plan, dtype code, flags (KEEPS_TENSOR), dimensions. */
+  readonly rows: Float64Array;
+  /** The leaves' shapes, one after another. */
+  readonly dims: Float64Array;
+}
+
+/** Numbers per leaf in LayoutShape.rows. */
+export const LAYOUT_FIELDS = 4;
+
 /** An error as it crosses threads. */
 export interface MovedError {
   /** The error's name ("MtcError", "TypeError", ...). */
@@ -139,6 +154,10 @@ export interface Moved<T = unknown> {
   readonly data?: unknown[];
   /** Per leaf, a Tensor's layout (and a pageable one's elements), or null; null when no leaf has one. */
   readonly extras?: (TensorExtra | null)[] | null;
+  /** A prepared copy moved while it runs (parcel_out.ts): its layout's id; the parcel then holds the copy's plan. */
+  readonly layout?: number;
+  /** That layout, with the first message of it. */
+  readonly shape?: LayoutShape;
   /** A moved error, instead of a value. */
   readonly error?: MovedError;
   /** Never set: carries T for the type of takeResult. */

@@ -15,9 +15,12 @@ import { MtcError, Status } from "../base/errors.ts";
 import { AsyncCopyHandle } from "../copy/handle.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
+import { disposeAll } from "../tensor/dispose.ts";
 import { releasePinned } from "../tensor/host_output.ts";
 import { errorMessage, isMoved, type Moved, MOVED, shown } from "./message.ts";
 import { Outgoing, templateText } from "./outgoing.ts";
+import { disposeGroupOf } from "./parcel_take.ts";
+import { moveRunning } from "./parcel_out.ts";
 
 export { isMoved, type Moved, type MovedError, type TensorExtra } from "./message.ts";
 export { takeResult } from "./take.ts";
@@ -36,7 +39,11 @@ export { takeResult } from "./take.ts";
  * AsyncCopyHandle (its result: this waits for the copy, then disposes the
  * handle), or an Error (MtcError keeps its status, code and leaf path; a
  * built-in class, TypeError or DOMException say, stays that class; a class
- * of the caller's arrives as the built-in one it extends, with its name).
+ * of the caller's arrives as the built-in one it extends, with its name). A
+ * handle of a prepared copy to a device whose leaves are host memory
+ * moves while its copy runs (once it is staged): one parcel with the
+ * copy's plan, its layout sent once; takeResult waits for the copy, on
+ * its own thread, and disposeMoved disposes the result per block.
  * Refused, with an MtcError naming the leaf and nothing moved: an arena's
  * tensors (move the copy's result), a DeviceTensor imported by fromDLPack
  * (its memory is another library's: copy it into libmtc's first), and a
@@ -59,6 +66,9 @@ export { takeResult } from "./take.ts";
 export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
   const sender = threadOwnerId();
   if (value instanceof AsyncCopyHandle) {
+    // A prepared copy moves while it runs; the receiver waits for it.
+    const running = moveRunning(value, sender);
+    if (running !== null) return running as Moved<T>;
     const result = value.get();
     value.dispose();
     return moveResult(result as T);
@@ -186,6 +196,15 @@ export function ownerAlive(owner: number): boolean {
   const id = ownerId(owner, "ownerAlive", 0);
   const alive = library().symbols.mtc_owner_alive;
   return alive !== undefined && alive(id) === 1;
+}
+
+/**
+ * Disposes a result that {@link takeResult} gave: a prepared copy's (moved
+ * while it ran) in one step per block, anything else leaf by leaf, as
+ * disposeAll does. Idempotent.
+ */
+export function disposeMoved(result: unknown): void {
+  if (!disposeGroupOf(result)) disposeAll(result);
 }
 
 /** True when a moved message carries an error. */

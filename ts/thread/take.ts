@@ -41,6 +41,7 @@ import {
   type Template,
   TENSOR,
 } from "./message.ts";
+import { takeLayoutParcel } from "./parcel_take.ts";
 import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Received } from "./take_rows.ts";
 
 /**
@@ -57,6 +58,7 @@ import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Rece
 export function takeResult<T>(message: Moved<T>): T {
   const m = readMessage(message);
   const lib = library();
+  if (m.layout !== undefined) return takeLayoutParcel(lib, m.parcel, m.layout, m.shape, m.data, build) as T;
   if (m.error !== undefined) {
     takeParcel(lib, m.parcel, describeParcel(lib, m.parcel, 0));
     return errorFromMessage(m.error) as T;
@@ -77,12 +79,19 @@ export function takeResult<T>(message: Moved<T>): T {
  */
 function readMessage(message: unknown): Received {
   if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "takeResult: not a message of moveResult");
-  const { parcel, root, template, nums, dims, data, extras, error } = message as unknown as Record<string, unknown>;
+  const { parcel, root, template, nums, dims, data, extras, error, layout, shape } = message as unknown as Record<string, unknown>;
   const bad = (what: string) => damaged("takeResult", what);
   if (!Number.isSafeInteger(parcel) || (parcel as number) < 0) throw bad(`its parcel is ${shown(parcel)}, not an id`);
   const m: Received = { parcel: parcel as number, root: 0, template: "", nums: EMPTY, dims: EMPTY, data: [], extras: null, error: undefined };
   if (error !== undefined) {
     m.error = checkedError(error);
+    return m;
+  }
+  if (layout !== undefined) {
+    // A prepared copy moved while it runs (parcel_take.ts checks the rest).
+    m.layout = layout;
+    m.shape = shape;
+    m.data = data as unknown[];
     return m;
   }
   if (root !== 0 && root !== LEAF && root !== DATA) throw bad(`its root is ${shown(root)}`);

@@ -31,6 +31,9 @@ export interface Received {
   data: unknown[];
   extras: unknown[] | null;
   error: MovedError | undefined;
+  /** A prepared copy moved while it runs: its layout id, and the layout when the message brings it (unchecked). */
+  layout?: unknown;
+  shape?: unknown;
 }
 
 /** What C says one of the parcel's references is (mtc_parcel_entry). */
