@@ -26,6 +26,7 @@
 
 import { kernelSymbols } from "./kernel_symbols.ts";
 import { ownerSymbols } from "./owner_symbols.ts";
+import { deviceSymbols } from "./device_symbols.ts";
 import { preparedSymbols } from "./prepared_symbols.ts";
 import type { ArgKind, SymbolSpec } from "./spec.ts";
 
@@ -55,31 +56,6 @@ export const symbols = {
     args: ["buffer" /* int32_t *out_device */],
     result: "i32", /* mtc_status */
   },
-  mtc_cuda_device_describe: {
-    optional: true,
-    args: [
-      "i32", /* int32_t device */
-      "buffer", /* char *name */
-      "u64", /* size_t name_size */
-      "buffer", /* uint64_t *out_total_bytes */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_cuda_can_access_peer: {
-    optional: true,
-    args: [
-      "i32", /* int32_t device */
-      "i32", /* int32_t peer */
-      "buffer", /* int32_t *out_can */
-    ],
-    result: "i32", /* mtc_status */
-  },
-  mtc_cuda_driver_version: {
-    optional: true,
-    args: ["buffer" /* int32_t *out_version */],
-    result: "i32", /* mtc_status */
-  },
-  mtc_cuda_driver_file: { optional: true, args: [], result: "cstring" /* const char * */ },
 
   // ------------------------------------------------------------- options
   mtc_options_init: {
@@ -384,6 +360,8 @@ export const symbols = {
   ...ownerSymbols,
   // prepared copies (prepared_symbols.ts)
   ...preparedSymbols,
+  // what the driver says of the devices and of itself (device_symbols.ts)
+  ...deviceSymbols,
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */
