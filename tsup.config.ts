@@ -90,7 +90,8 @@ globalThis[Symbol.for("multi-tensor-copier.libmtc")] ??= libmtc;
 export default defineConfig({
   // The loader's worker script is an entry beside mod.js, where
   // ts/thread/loader.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
-  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts" },
+  // dist/cli.js is the package's command (package.json `bin`): the doctor.
+  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts", cli: "ts/cli.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.
