@@ -125,7 +125,9 @@ FAKE_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   if (!(r = need_ctx(__func__, &c)) && !(r = get_event(__func__, hEvent, c, &e, NULL)) &&
       !(r = get_stream(__func__, hStream, c, 1, &s))) {
     e->recorded = 1;
-    e->ready_at = s->busy_until;
+    /* The stream reaches the event once its earlier work is done, and not
+     * before it was recorded (what cuEventElapsedTime measures from). */
+    e->ready_at = max_u64(s->busy_until, now_ns());
   }
   unlock();
   return r;

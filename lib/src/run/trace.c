@@ -11,7 +11,6 @@
 
 #include "base/clock.h"
 #include "base/env.h"
-#include "base/spin.h"
 #include "cuda/driver.h"
 #include "run/trace_file.h"
 
@@ -74,10 +73,9 @@ static void look(mtc_trace *trace, int wait) {
   for (; trace->pending < trace->count; trace->pending++) {
     span *s = &trace->spans[trace->pending];
     if (s->done == NULL || s->done_ns != 0) continue;
-    CUresult r;
-    while ((r = cu->cuEventQuery(s->done)) == CUDA_ERROR_NOT_READY && wait) {
-      mtc_cpu_relax();
-    }
+    /* Waiting blocks in the driver: traced threads (a loader's workers)
+     * must not spin against each other. */
+    CUresult r = wait ? cu->cuEventSynchronize(s->done) : cu->cuEventQuery(s->done);
     if (r == CUDA_ERROR_NOT_READY) return;
     s->done_ns = mtc_clock_ns();
   }
