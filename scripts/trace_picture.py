@@ -18,6 +18,7 @@ import argparse
 import html
 import json
 import math
+import os
 import sys
 
 COLOURS = {
@@ -70,7 +71,8 @@ def window(spans, copy_index, last_ms):
         copy = copies[copy_index]
     except IndexError:
         sys.exit(f"trace_picture: there are {len(copies)} copies; --copy {copy_index} is none of them")
-    start, end = copy["ts"], copy["ts"] + copy["dur"]
+    # From its planning on the submitting thread to the end of its run.
+    start, end = copy["args"].get("submitted", copy["ts"]), copy["ts"] + copy["dur"]
     # What the copy's thread issued ran on the GPU and was waited for after it was enqueued.
     thread = copy["tid"]
     for e in spans:
@@ -180,6 +182,7 @@ def main():
     else:
         c = copies[0]["args"] if copies else {}
         title = f'a copy to {c.get("target", "?")}: {c.get("leaves", "?")} leaves, {c.get("bytes", "?")} bytes ({a.trace})'
+    os.makedirs(os.path.dirname(a.output) or ".", exist_ok=True)
     with open(a.output, "w", encoding="utf-8") as f:
         f.write(draw(spans, notes, names, start, end, title))
     print(f"trace_picture: {a.output}: {title}")

@@ -4,7 +4,7 @@
 // file must parse, hold every kind of event of those copies, each thread's
 // events in order, each DMA and kernel on its device's stream after it was
 // issued.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertSame, runner, test } from "./harness.ts";
 import { runScript } from "./fixtures/spawn.ts";
@@ -37,10 +37,16 @@ async function remove(path: string): Promise<void> {
 }
 
 test("trace file: MTC_TRACE_FILE holds every event of a copy, in Trace Event Format, in order per thread", async () => {
-  const path = `/tmp/mtc-trace-${runner}-${Date.now()}-${Math.floor(Math.random() * 1e9)}.json`;
+  // "%p": the child's process id, so the file is found by the rest of its name.
+  const base = `mtc-trace-${runner}-${Date.now()}-${Math.floor(Math.random() * 1e9)}-`;
+  let path = "";
   try {
-    const result = await runScript(child, [], { MTC_TRACE_FILE: path });
+    const result = await runScript(child, [], { MTC_TRACE_FILE: `/tmp/${base}%p.json` });
     assertSame(result.code, 0, `traced child: ${result.stderr}`);
+    const written = readdirSync("/tmp").filter((name) => name.startsWith(base));
+    assertSame(written.length, 1, `one file: ${written.join(", ")}`);
+    assert(/^\d+\.json$/.test(written[0]!.slice(base.length)), `%p became a process id: ${written[0]}`);
+    path = `/tmp/${written[0]}`;
     assert(!result.stderr.includes("mtc trace:"), `MTC_TRACE_FILE alone prints nothing on stderr: ${result.stderr}`);
     const file = JSON.parse(readFileSync(path, "utf8")) as { traceEvents: TraceEvent[] };
     assert(Array.isArray(file.traceEvents), "a JSON object with a traceEvents array");
@@ -95,6 +101,6 @@ test("trace file: MTC_TRACE_FILE holds every event of a copy, in Trace Event For
     assert(events.some((e) => e.cat === "note" && e.name.includes("packed leaves by one gather launch")), "the note saying which path");
     assert(events.some((e) => e.name === "wait for copy"), "the caller's wait");
   } finally {
-    await remove(path);
+    if (path !== "") await remove(path);
   }
 }, { skip: skipWithoutDriver, timeout: 60_000 });

@@ -25,9 +25,28 @@ static uint64_t named[NAMED_MAX]; /* threads and tracks already named */
 static size_t named_count;
 static uint64_t streams_named; /* bit per ordinal */
 
+/* The path with "%p" replaced by the process id: child processes that
+ * inherit MTC_TRACE_FILE then write files of their own. */
+static void expand(const char *pattern, char *path, size_t size) {
+  size_t n = 0;
+  for (const char *c = pattern; *c != '\0' && n + 1 < size; c++) {
+    if (c[0] == '%' && c[1] == 'p') {
+      int w = snprintf(path + n, size - n, "%d", (int)getpid());
+      n += w > 0 ? (size_t)w : 0;
+      if (n >= size) n = size - 1;
+      c++;
+    } else {
+      path[n++] = *c;
+    }
+  }
+  path[n] = '\0';
+}
+
 static void open_file(void) {
-  const char *path = getenv("MTC_TRACE_FILE");
-  if (path == NULL || path[0] == '\0') return;
+  const char *pattern = getenv("MTC_TRACE_FILE");
+  if (pattern == NULL || pattern[0] == '\0') return;
+  char path[4096];
+  expand(pattern, path, sizeof path);
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     fprintf(stderr, "mtc trace: cannot write MTC_TRACE_FILE %s; tracing to it is off\n", path);

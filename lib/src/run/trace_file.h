@@ -1,5 +1,6 @@
 /* trace_file.h — MTC_TRACE_FILE=<path>: the copies' timelines written to one
- * file per process in the Trace Event Format (the JSON that Perfetto and
+ * file per process (a "%p" in the path is the process id) in the Trace Event
+ * Format (the JSON that Perfetto and
  * chrome://tracing open). The file is a JSON object whose "traceEvents"
  * array grows as copies end; it is valid JSON after every write, so a
  * process that is killed leaves a readable file. Times are microseconds of
