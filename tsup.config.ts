@@ -1,8 +1,9 @@
 // The npm package's JavaScript, for Bun and Deno (node_modules or npm:
-// specifiers): two entries over one shared module, dist/core.js, which
+// specifiers): three entries over one shared module, dist/core.js, which
 // holds the library: dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of
-// the first copy of this version in the realm) and the loader's worker
-// script dist/loader_worker.js (ts/worker.ts), with declarations of
+// the first copy of this version in the realm), the loader's worker
+// script dist/loader_worker.js (ts/worker.ts) and the package's command
+// dist/cli.js (ts/cli.ts, the doctor), with declarations of
 // ts/mod.ts in dist/types/, and dist/bun.js, the entry Bun takes (the "bun"
 // condition of package.json's exports). `npm run build` runs this and then
 // puts the prebuilt libmtc.so of each platform into prebuilt/
