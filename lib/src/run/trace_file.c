@@ -20,7 +20,7 @@ static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *file;
 static long trailer_at; /* where the closing "]}" starts: the next write goes there */
-static int written;     /* events written so far */
+static int written;     /* pieces written so far (0: the array is empty) */
 static uint64_t named[NAMED_MAX]; /* threads and tracks already named */
 static size_t named_count;
 static uint64_t streams_named; /* bit per ordinal */
