@@ -19,7 +19,7 @@ const lib_folders = [_]SourceFolder{
     // the plan's life cycle: create, add, submit, wait, results, release
     .{ .path = "lib/src/plan", .files = &.{ "create.c", "destinations.c", "exit.c", "owner.c", "owner_refs.c", "owner_table.c", "phase.c", "prepared.c", "prepared_tables.c", "release.c", "results.c", "stats.c", "submit.c", "validate.c", "overlap.c", "wait.c" } },
     // carrying a submitted plan out: background thread, one file per direction
-    .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "into_scatter.c", "into_host.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "transfer.c", "transfer_context.c" } },
+    .{ .path = "lib/src/run", .files = &.{ "background.c", "copy_out.c", "gather.c", "host_copy.c", "in_flight.c", "into.c", "into_scatter.c", "into_host.c", "peer.c", "plan_state.c", "staging.c", "to_device.c", "to_host.c", "trace.c", "trace_file.c", "transfer.c", "transfer_context.c" } },
     // where each leaf goes: reused, packed into a chunk, or its own block
     .{ .path = "lib/src/layout", .files = &.{"planner.c"} },
     // gathering host leaves into staging memory on the staging threads

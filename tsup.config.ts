@@ -3,7 +3,8 @@
 // dist/mod.js (ts/npm.ts: ts/mod.ts's exports, those of the first copy of
 // this version in the realm), the loader's worker script
 // dist/loader_worker.js (ts/worker.ts), and the example kernels' PTX
-// dist/examples/kernel_ptx.js (examples/kernel_ptx.ts), with declarations
+// dist/examples/kernel_ptx.js (examples/kernel_ptx.ts), and the package's
+// command dist/cli.js (ts/cli.ts, the doctor), with declarations
 // in dist/types/, and dist/bun.js, the entry Bun takes (the "bun" condition
 // of package.json's exports). `npm run build` runs this and then puts the
 // prebuilt libmtc.so of each platform into prebuilt/
@@ -103,7 +104,8 @@ globalThis[Symbol.for("multi-tensor-copier.loader_worker")] ??= loaderWorker;
 export default defineConfig({
   // The loader's worker script is an entry beside mod.js, where
   // ts/thread/worker_script.ts looks for it (new URL("./loader_worker.js", import.meta.url)).
-  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts", "examples/kernel_ptx": "examples/kernel_ptx.ts" },
+  // dist/cli.js is the package's command (package.json `bin`): the doctor.
+  entry: { mod: "ts/npm.ts", loader_worker: "ts/worker.ts", cli: "ts/cli.ts", "examples/kernel_ptx": "examples/kernel_ptx.ts" },
   outDir: "dist",
   format: ["esm"],
   // Bun and Deno both run current JavaScript; nothing to lower.

@@ -11,8 +11,9 @@ if [ -x node_modules/.bin/dpdm ]; then dpdm=(node_modules/.bin/dpdm); else dpdm=
 out=$(mktemp "${TMPDIR:-/tmp}/mtc-deps.XXXXXX.json")
 trap 'rm -f "$out"' EXIT
 # Entries that nothing imports: the public one, the test helpers, the npm
-# package's entry (tsup.config.ts) and the script a loader's workers run.
-entries=(ts/mod.ts ts/testing.ts ts/npm.ts ts/worker.ts)
+# package's entry (tsup.config.ts), the script a loader's workers run and
+# the package's command (ts/cli.ts, the doctor).
+entries=(ts/mod.ts ts/testing.ts ts/npm.ts ts/worker.ts ts/cli.ts)
 "${dpdm[@]}" --no-warning --no-tree --no-progress --exit-code circular:1 -o "$out" "${entries[@]}"
 node - "$out" <<'JS'
 const fs = require("node:fs");

@@ -56,7 +56,8 @@
  *   mtc/status.h         mtc_status, its names, and the last error of the
  *                        calling thread
  *   mtc/devices.h        MTC_DEVICE_CPU, the CUDA devices there are and the
- *                        current one
+ *                        current one, their names, memory and peer access,
+ *                        the driver's version and file
  *   mtc/options.h        mtc_options, the knobs of one copy, and their
  *                        defaults (MTC_OPTIONS_INIT)
  *   mtc/leaf.h           mtc_leaf, one tensor to copy, and its flags

@@ -132,6 +132,30 @@ static void test_devices(void) {
   CHECK_OK(mtc_cuda_current_device(&current));
   CHECK(current == 0);
 
+  /* What the driver says of each device, of peer access, and of itself. */
+  char name[64];
+  uint64_t total = 0;
+  CHECK_OK(mtc_cuda_device_describe(0, name, sizeof name, &total));
+  CHECK(name[0] != '\0' && total > 0);
+  if (is_fake) CHECK(strcmp(name, "Emulated GPU 0") == 0);
+  CHECK_OK(mtc_cuda_device_describe(0, name, 4, &total));
+  CHECK(strlen(name) == 3); /* cut to name_size - 1 */
+  CHECK_STATUS(mtc_cuda_device_describe(count, name, sizeof name, &total), MTC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mtc_cuda_device_describe(0, name, sizeof name, NULL), MTC_ERR_INVALID_ARGUMENT);
+  int32_t can = -1;
+  CHECK_OK(mtc_cuda_can_access_peer(0, 0, &can));
+  CHECK(can == 0);
+  if (count > 1) {
+    CHECK_OK(mtc_cuda_can_access_peer(0, 1, &can));
+    if (is_fake) CHECK(can == 1);
+  }
+  CHECK_STATUS(mtc_cuda_can_access_peer(0, -1, &can), MTC_ERR_INVALID_ARGUMENT);
+  int32_t version = 0;
+  CHECK_OK(mtc_cuda_driver_version(&version));
+  CHECK(version >= 11000);
+  const char *file = mtc_cuda_driver_file();
+  CHECK(file != NULL && strchr(file, '/') != NULL); /* resolved to a path */
+
   mtc_plan *plan = (mtc_plan *)1;
   char expected[128];
   snprintf(expected, sizeof expected,

@@ -29,6 +29,28 @@ FAKE_API CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
+/* "Emulated GPU N" and the memory FAKE_CUDA_DEVICE_MEMORY_BYTES gives each
+ * device: what a doctor or a log shows of the device. */
+FAKE_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!name || len <= 0) return report(CUDA_ERROR_INVALID_VALUE, __func__, "name is NULL or len %d", len);
+  if (dev < 0 || dev >= g_device_count)
+    return report(CUDA_ERROR_INVALID_DEVICE, __func__, "device %d, there are %d devices", dev, g_device_count);
+  snprintf(name, (size_t)len, "Emulated GPU %d", dev);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!bytes) return report(CUDA_ERROR_INVALID_VALUE, __func__, "bytes is NULL");
+  if (dev < 0 || dev >= g_device_count)
+    return report(CUDA_ERROR_INVALID_DEVICE, __func__, "device %d, there are %d devices", dev, g_device_count);
+  *bytes = (size_t)g_device_mem_limit;
+  return CUDA_SUCCESS;
+}
+
 /* ================================================================ contexts */
 
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {

@@ -29,7 +29,7 @@
  *
  * Time model: each stream has busy_until (CLOCK_MONOTONIC, ns). A copy does
  * its memcpy at once and moves busy_until to max(busy_until, now) + delay.
- * cuEventRecord captures busy_until; queries and synchronizes compare with,
+ * cuEventRecord captures max(busy_until, now); queries and synchronizes compare with,
  * or sleep until, that time. Copies from or to pageable (not cuMemHostAlloc)
  * host memory block the caller until the copy's modelled end, as the real
  * driver does.

@@ -129,6 +129,7 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent hEvent);
 FAKE_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 FAKE_API CUresult cuEventQuery(CUevent hEvent);
 FAKE_API CUresult cuEventSynchronize(CUevent hEvent);
+FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent hStart, CUevent hEnd);
 FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 FAKE_API CUresult cuMemFreeHost(void *p);
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
@@ -147,6 +148,8 @@ FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDev
                                        CUstream hStream);
 FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                                     CUcontext srcContext, size_t ByteCount, CUstream hStream);
+FAKE_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+FAKE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 FAKE_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
 FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
 FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);

@@ -81,6 +81,9 @@ enum {
   X(CUresult, cuEventRecord, (CUevent, CUstream))                                                \
   X(CUresult, cuEventQuery, (CUevent))                                                           \
   X(CUresult, cuEventSynchronize, (CUevent))                                                     \
+  X(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent))                                   \
+  X(CUresult, cuDeviceGetName, (char *, int, CUdevice))                                          \
+  X(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice))                                         \
   X(CUresult, cuMemHostAlloc, (void **, size_t, unsigned))                                       \
   X(CUresult, cuMemFreeHost, (void *))                                                           \
   X(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t))                                            \
@@ -626,6 +629,21 @@ int main(int argc, char **argv) {
   CHECK(now_ms() - t0 >= 20);
   printf("        enqueue 2 pinned copies %.2f ms, event ready after %.1f ms, pageable copy %.1f ms\n",
          t_enqueue, t_ready, t_pageable);
+  /* Timing events: the modelled time between them, once both completed. */
+  CUevent t_start, t_end;
+  float ms = -1;
+  EXPECT(OK, cuEventCreate(&t_start, 0));
+  EXPECT(OK, cuEventCreate(&t_end, 0));
+  EXPECT(OK, cuEventRecord(t_start, s0));
+  EXPECT(OK, cuMemcpyHtoDAsync_v2(d0, pinned, 4096, s0));
+  EXPECT(OK, cuEventRecord(t_end, s0));
+  EXPECT(NOT_READY, cuEventElapsedTime(&ms, t_start, t_end));
+  EXPECT(OK, cuEventSynchronize(t_end));
+  EXPECT(OK, cuEventElapsedTime(&ms, t_start, t_end));
+  CHECK(ms >= 19.9f && ms < 200.0f);
+  EXPECT(INVALID_HANDLE, cuEventElapsedTime(&ms, ev, t_end)); /* ev: DISABLE_TIMING */
+  EXPECT(OK, cuEventDestroy_v2(t_start));
+  EXPECT(OK, cuEventDestroy_v2(t_end));
   fake_cuda_set_copy_delay_us(0);
   EXPECT(OK, cuEventDestroy_v2(ev2));
   section("time model: NOT_READY until busy_until, waits, pageable blocks");
@@ -638,6 +656,13 @@ int main(int argc, char **argv) {
   CHECK(can == 0);
   EXPECT(INVALID_DEVICE, cuDeviceCanAccessPeer(&can, 0, 2));
   EXPECT(INVALID_VALUE, cuDeviceCanAccessPeer(NULL, 0, 1));
+  char name[32];
+  size_t total = 0;
+  EXPECT(OK, cuDeviceGetName(name, sizeof name, 1));
+  CHECK(strcmp(name, "Emulated GPU 1") == 0);
+  EXPECT(OK, cuDeviceTotalMem_v2(&total, 0));
+  CHECK(total > 0);
+  EXPECT(INVALID_DEVICE, cuDeviceGetName(name, sizeof name, 2));
   EXPECT(INVALID_DEVICE, cuCtxEnablePeerAccess(ctx0, 0)); /* itself */
   EXPECT(INVALID_VALUE, cuCtxEnablePeerAccess(ctx1, 1));
   EXPECT(INVALID_CONTEXT, cuCtxEnablePeerAccess((CUcontext)pinned, 0));

@@ -125,7 +125,9 @@ FAKE_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   if (!(r = need_ctx(__func__, &c)) && !(r = get_event(__func__, hEvent, c, &e, NULL)) &&
       !(r = get_stream(__func__, hStream, c, 1, &s))) {
     e->recorded = 1;
-    e->ready_at = s->busy_until;
+    /* The stream reaches the event once its earlier work is done, and not
+     * before it was recorded (what cuEventElapsedTime measures from). */
+    e->ready_at = max_u64(s->busy_until, now_ns());
   }
   unlock();
   return r;
@@ -142,6 +144,33 @@ FAKE_API CUresult cuEventQuery(CUevent hEvent) {
   unlock();
   if (r) return r;
   return ready_at > now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+/* The modelled time between two completed events, in ms. As the real
+ * driver: INVALID_HANDLE when either was made with DISABLE_TIMING,
+ * NOT_READY while either is pending or was never recorded. */
+FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent hStart, CUevent hEnd) {
+  CUresult r = need_init(__func__);
+  if (r) return r;
+  if (!ms) return report(CUDA_ERROR_INVALID_VALUE, __func__, "ms is NULL");
+  struct fake_event *a, *b;
+  uint64_t start = 0, end = 0;
+  int recorded = 0;
+  lock();
+  if (!(r = get_event(__func__, hStart, NULL, &a, NULL)) && !(r = get_event(__func__, hEnd, NULL, &b, NULL))) {
+    if ((a->flags | b->flags) & 2) {
+      r = report(CUDA_ERROR_INVALID_HANDLE, __func__, "an event made with CU_EVENT_DISABLE_TIMING");
+    } else {
+      recorded = a->recorded && b->recorded;
+      start = a->ready_at;
+      end = b->ready_at;
+    }
+  }
+  unlock();
+  if (r) return r;
+  if (!recorded || start > now_ns() || end > now_ns()) return CUDA_ERROR_NOT_READY;
+  *ms = (float)(((double)end - (double)start) / 1e6);
+  return CUDA_SUCCESS;
 }
 
 /* A test knob: how long a cuEventSynchronize stays in the driver after its

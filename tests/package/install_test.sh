@@ -5,6 +5,8 @@
 # empty scratch project, and tests/package/smoke.ts run there, importing the
 # package by name, under Bun and under Deno (node_modules, bare and npm:
 # specifiers); copies to "cpu", and to "cuda:0" through the emulated driver;
+# the doctor (`bunx multi-tensor-copier doctor`, and dist/cli.js under Deno)
+# with no driver, with two emulated devices and under Deno without permissions;
 # startLoader with a producer that imports the package (by name, npm:, and a
 # second install) and uses every kind of leaf; Bun bundles and executables of
 # an app with the loader, arenas, pinned tensors and a shipped example kernel,
@@ -73,12 +75,12 @@ echo "$(basename "$TARBALL"): $(du -k "$TARBALL" | cut -f1) KiB"
 step "tarball contents"
 tar -tzf "$TARBALL" | sed 's|^package/||' | sort >"$WORK/files"
 # The docs the README links to, and for embedders the C header and the C and Python examples.
-for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/loader_worker.js dist/loader_worker.js.map dist/bun.js dist/types/mod.d.ts \
+for f in package.json README.md LICENSE CHANGELOG.md dist/mod.js dist/mod.js.map dist/loader_worker.js dist/loader_worker.js.map dist/cli.js dist/bun.js dist/types/mod.d.ts \
   dist/examples/kernel_ptx.js dist/types/examples/kernel_ptx.d.ts prebuilt/linux-{x64,arm64}/libmtc.so prebuilt/linux-{x64,arm64}/libcuda-emulated.so docs/*.md \
   lib/include/mtc.h ts/mod.ts ts/worker.ts examples/c/copy_batch.c examples/python/copy_batch.py examples/kernel.ts examples/kernel_ptx.ts examples/arena_loader.ts bench/bench.ts; do
   grep -qxF "$f" "$WORK/files" || fail "the tarball lacks $f"
 done
-unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker|examples/kernel_ptx)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|lib/include/.+\.h|ts/[a-z_/]+\.ts|examples/[a-z_]+\.ts|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py|bench/[a-z_]+\.ts|bench/c/[a-z_]+\.[ch])$' "$WORK/files" || true)
+unexpected=$(grep -vE '^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist/(mod|loader_worker|cli|examples/kernel_ptx)\.js(\.map)?|dist/bun\.js|dist/types/.+\.d\.ts|prebuilt/linux-(x64|arm64)/lib(mtc|cuda-emulated)\.so|docs/[A-Z-]+\.md|docs/traces/[a-z0-9-]+\.svg|lib/include/.+\.h|ts/[a-z_/]+\.ts|examples/[a-z_]+\.ts|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py|bench/[a-z_]+\.ts|bench/c/[a-z_]+\.[ch])$' "$WORK/files" || true)
 [ -z "$unexpected" ] || fail "the tarball holds files it should not: $unexpected"
 grep -qxF ts/testing.ts "$WORK/files" && fail "the tarball holds ts/testing.ts (test helpers, not published)"
 echo "$(wc -l <"$WORK/files") files: package.json, README.md, LICENSE, CHANGELOG.md, dist/mod.js, loader_worker.js and examples/kernel_ptx.js with their maps, dist/bun.js, $(grep -c '^dist/types/' "$WORK/files") declarations," \
@@ -218,6 +220,33 @@ expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER="$FAKE" "${DENO
 step "MTC_CUDA_DRIVER=emulated: the packaged emulated driver, Bun and Deno (docs/TESTING.md, CPU-only CI)"
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "$BUN" smoke.ts
 expect_output "cpu and cuda:0 round trip ok" env MTC_CUDA_DRIVER=emulated "${DENO_RUN[@]}" smoke.ts
+step "the doctor from the package (docs/TROUBLESHOOTING.md): bunx, and Deno from node_modules; no driver: exit 1 saying why; the emulated driver: exit 0, two devices and their peer access"
+# doctor_check COMMAND...: the doctor with no driver, then with two emulated devices.
+doctor_check() {
+  local out rc=0
+  out=$(env MTC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$@" 2>&1) || rc=$?
+  sed 's/^/    /' <<<"$out"
+  [ "$rc" -eq 1 ] || fail "the doctor exited $rc, not 1, with no driver: $*"
+  grep -qF "FAIL: a copy to a GPU would not work here: could not load the CUDA driver /nonexistent/libcuda.so.1" <<<"$out" ||
+    fail "the doctor with no driver does not say why: $*"
+  rc=0
+  out=$(env MTC_CUDA_DRIVER=emulated FAKE_CUDA_DEVICE_COUNT=2 "$@" 2>&1) || rc=$?
+  sed 's/^/    /' <<<"$out"
+  [ "$rc" -eq 0 ] || fail "the doctor exited $rc under the emulated driver: $*"
+  for want in "library: $APP/node_modules/$NAME/prebuilt/linux-x64/libmtc.so" "devices: 2" "cuda:0  Emulated GPU 0, 8.0 GiB" \
+    "cuda:1  Emulated GPU 1, 8.0 GiB" "ok: copies to and from cuda:0 work"; do
+    grep -qF -- "$want" <<<"$out" || fail "the doctor under the emulated driver does not say \"$want\": $*"
+  done
+  grep -qE '^  cuda:0 +- +yes *$' <<<"$out" && grep -qE '^  cuda:1 +yes +- *$' <<<"$out" ||
+    fail "the doctor under the emulated driver shows no peer-access matrix of two peers: $*"
+}
+# bunx runs the package's bin (dist/cli.js, #!/usr/bin/env bun): bun and bunx on PATH, as a user has them.
+doctor_check env PATH="$ROOT/node_modules/.bin:$PATH" bunx multi-tensor-copier doctor
+doctor_check "${DENO_RUN[@]}" "node_modules/$NAME/dist/cli.js" doctor --no-probe
+out=$("$DENO" run --no-prompt "node_modules/$NAME/dist/cli.js" doctor 2>&1) && fail "the doctor exited 0 under Deno without permissions: $out"
+grep -qF "FAIL: a copy to a GPU would not work here:" <<<"$out" && grep -qF "Deno's FFI permission is not granted" <<<"$out" ||
+  { echo "$out"; fail "the doctor under Deno without permissions does not say which are missing"; }
+echo "Deno without permissions: $(tail -1 <<<"$out")"
 step "startLoader from the package: its workers run dist/loader_worker.js; the producer imports the package, every kind of leaf; Bun and Deno (emulated driver)"
 LOADER_OK="loader ok: 0,1,2,3,4,5: tensor, array, arenaTensor, arenaArray, pinned, strided, complex as DeviceTensors with the producer's values; arena leaves read in place"
 expect_output "$LOADER_OK" env MTC_CUDA_DRIVER="$FAKE" "$BUN" loader_smoke.ts

@@ -21,7 +21,7 @@ import { MtcError, Status } from "../base/errors.ts";
 import { getEnv, platform, runtime } from "../base/runtime.ts";
 
 // The npm build (tsup.config.ts) defines this as true: this module is then
-// part of dist/core.js, one folder below the package root. Unset when the
+// part of a dist/ bundle (mod.js, loader_worker.js, cli.js), one folder below the package root. Unset when the
 // TypeScript sources run as they are (ts/ffi/, two folders below the root).
 declare const __MTC_PACKAGED__: boolean | undefined;
 const PACKAGED = typeof __MTC_PACKAGED__ !== "undefined" && __MTC_PACKAGED__ === true;

@@ -26,6 +26,7 @@
 
 import { kernelSymbols } from "./kernel_symbols.ts";
 import { ownerSymbols } from "./owner_symbols.ts";
+import { deviceSymbols } from "./device_symbols.ts";
 import { preparedSymbols } from "./prepared_symbols.ts";
 import type { ArgKind, SymbolSpec } from "./spec.ts";
 
@@ -359,6 +360,8 @@ export const symbols = {
   ...ownerSymbols,
   // prepared copies (prepared_symbols.ts)
   ...preparedSymbols,
+  // what the driver says of the devices and of itself (device_symbols.ts)
+  ...deviceSymbols,
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The neutral table's type. */

@@ -49,6 +49,48 @@ export function cudaUnavailableReason(): string | undefined {
   return out[0]! > 0 ? undefined : "the CUDA driver reports no device";
 }
 
+/** What the CUDA driver says of one device ({@link cudaDeviceInfo}). */
+export interface CudaDeviceInfo {
+  /** The device's name, e.g. "NVIDIA H100 80GB HBM3". */
+  name: string;
+  /** Its memory in bytes. */
+  totalMemoryBytes: number;
+}
+
+function check(call: string, status: number): void {
+  if (status !== Status.MTC_OK) throw new MtcError(status, `${call}: ${library().symbols.mtc_last_error() || statusName(status)}`);
+}
+
+/**
+ * @internal The name and memory of CUDA device `ordinal`, for the doctor
+ * (`multi-tensor-copier doctor`).
+ */
+export function cudaDeviceInfo(ordinal: number): CudaDeviceInfo {
+  const describe = requireSymbol("mtc_cuda_device_describe", "device descriptions");
+  const name = new Uint8Array(256);
+  const total = new BigUint64Array(1);
+  check("cudaDeviceInfo", describe(ordinal, name, name.length, new Uint8Array(total.buffer)));
+  const end = name.indexOf(0);
+  return { name: new TextDecoder().decode(name.subarray(0, end < 0 ? name.length : end)), totalMemoryBytes: Number(total[0]) };
+}
+
+/** @internal Whether CUDA device `ordinal` may reach `peer`'s memory directly (false for itself). */
+export function cudaPeerAccess(ordinal: number, peer: number): boolean {
+  const can = new Int32Array(1);
+  check("cudaPeerAccess", requireSymbol("mtc_cuda_can_access_peer", "peer access queries")(ordinal, peer, can));
+  return can[0] !== 0;
+}
+
+/** @internal The CUDA driver libmtc loaded: its file and CUDA version ("13.0"), or undefined without one. */
+export function cudaDriverInfo(): { file: string; version: string } | undefined {
+  const sym = library().symbols;
+  const out = new Int32Array(1);
+  if (sym.mtc_cuda_driver_version === undefined || sym.mtc_cuda_driver_file === undefined) return undefined;
+  if (sym.mtc_cuda_driver_version(out) !== Status.MTC_OK) return undefined;
+  const v = out[0]!;
+  return { file: sym.mtc_cuda_driver_file(), version: `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}` };
+}
+
 /**
  * The loaded libmtc's version string, e.g. "0.1.0".
  *

@@ -17,6 +17,7 @@
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static mtc_cuda_api api;
 static mtc_status load_status = MTC_ERR_INTERNAL;
+static char loaded_path[4096]; /* the driver's file, as dlopen was given it */
 /* The load's failure message, replayed to every thread that asks later. */
 static char load_message[MTC_ERROR_CAPACITY];
 
@@ -52,6 +53,9 @@ static const symbol_entry symbols[] = {
     REQUIRED(cuEventRecord),
     REQUIRED(cuEventQuery),
     REQUIRED(cuEventSynchronize),
+    OPTIONAL(cuEventElapsedTime),
+    OPTIONAL(cuDeviceGetName),
+    OPTIONAL(cuDeviceTotalMem_v2),
     REQUIRED(cuMemHostAlloc),
     REQUIRED(cuMemFreeHost),
     REQUIRED(cuMemAlloc_v2),
@@ -209,9 +213,20 @@ static void load_driver(void) {
     table.cuModuleLoadDataEx = NULL;
   }
 
+  /* The file the loader resolved a bare name to, where it says. */
+  Dl_info where;
+  void *init;
+  memcpy(&init, &table.cuInit, sizeof init);
+  const char *file = dladdr(init, &where) != 0 && where.dli_fname ? where.dli_fname : path;
+  snprintf(loaded_path, sizeof loaded_path, "%s", file);
   mtc_fault_install(&table);
   api = table;
   load_status = MTC_OK;
+}
+
+const char *mtc_cuda_driver_path(void) {
+  pthread_once(&load_once, load_driver);
+  return load_status == MTC_OK ? loaded_path : NULL;
 }
 
 mtc_status mtc_cuda_load(const mtc_cuda_api **out) {

@@ -15,6 +15,10 @@ mtc_status mtc_cuda_load(const mtc_cuda_api **out);
 /* Number of CUDA devices; loads the driver first. */
 mtc_status mtc_cuda_device_count_internal(int *out_count);
 
+/* The file the driver was loaded from ("libcuda.so.1" when found by the
+ * loader's search), or NULL when it could not be loaded. */
+const char *mtc_cuda_driver_path(void);
+
 /* Sets the thread's last error to "<what> failed: CUDA_ERROR_X (...)" and
  * returns the matching status (MTC_ERR_OUT_OF_MEMORY for out-of-memory,
  * MTC_ERR_CUDA otherwise). */

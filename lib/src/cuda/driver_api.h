@@ -101,6 +101,11 @@ typedef struct mtc_cuda_api {
   CUresult (*cuEventRecord)(CUevent event, CUstream stream);
   CUresult (*cuEventQuery)(CUevent event);
   CUresult (*cuEventSynchronize)(CUevent event);
+  /* Optional: only trace mode uses timing events (trace.h). */
+  CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+  /* Optional: what mtc_cuda_device_describe reports. */
+  CUresult (*cuDeviceGetName)(char *name, int length, CUdevice device);
+  CUresult (*cuDeviceTotalMem_v2)(size_t *bytes, CUdevice device);
   CUresult (*cuMemHostAlloc)(void **ptr, size_t bytes, unsigned int flags);
   CUresult (*cuMemFreeHost)(void *ptr);
   CUresult (*cuMemAlloc_v2)(CUdeviceptr *ptr, size_t bytes);

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/keep_loaded.h"
 #include "plan/owner_table.h"
+#include "run/trace_file.h"
 
 /* Owners that ended and whose references are still being released (a plan
  * waits for its copy): mtc_owner_alive says 1 until that is over, so that a
@@ -330,6 +331,7 @@ static int holds_exactly(const mtc_owner_record *parcel, const mtc_ref *refs,
 
 MTC_API mtc_status mtc_parcel_take(mtc_owner parcel, mtc_owner to,
                                    const mtc_ref *refs, uint32_t count) {
+  uint64_t begin = mtc_trace_file_now();
   if (refs == NULL && count > 0) {
     return mtc_error_set(MTC_ERR_INVALID_ARGUMENT,
                          "mtc_parcel_take: refs must not be NULL");
@@ -356,6 +358,7 @@ MTC_API mtc_status mtc_parcel_take(mtc_owner parcel, mtc_owner to,
     (void)mtc_owner_end_locked(from); /* holds nothing now */
   }
   mtc_owners_unlock();
+  if (status == MTC_OK) mtc_trace_file_span("take parcel", "take", count, 0, begin);
   return status;
 }
 

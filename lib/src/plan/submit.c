@@ -11,6 +11,7 @@
 #include "plan/submit.h"
 #include "plan/validate.h"
 #include "run/in_flight.h"
+#include "run/trace_file.h"
 #include "run/transfer.h"
 
 /* The pinned blocks a plan holds while it finds them: the last one found,
@@ -312,6 +313,8 @@ MTC_API mtc_status mtc_plan_submit(mtc_plan *plan) {
   if (status != MTC_OK) return mtc_plan_fail_submit(plan, status, -1);
 
   plan->submit_start_ns = start;
+  /* MTC_TRACE_FILE: the checks and the layout, on the submitting thread. */
+  mtc_trace_file_span("plan", "plan", plan->leaf_count, 0, start);
   pthread_mutex_lock(&plan->lock);
   plan->phase = MTC_PHASE_SUBMITTING;
   pthread_mutex_unlock(&plan->lock);

@@ -8,6 +8,7 @@
 #include "cuda/driver.h"
 #include "plan/phase.h"
 #include "run/copy_out.h"
+#include "run/trace_file.h"
 #include "run/transfer.h"
 
 /* A completed copy into host destinations: writes them now, on the calling
@@ -130,21 +131,27 @@ static mtc_status wait_device_locked(mtc_plan *plan) {
 }
 
 MTC_API mtc_status mtc_plan_wait(mtc_plan *plan) {
+  uint64_t begin = mtc_trace_file_now();
   mtc_status status = wait_device_locked(plan);
   if (status != MTC_OK) return status;
   land_host_destinations_locked(plan);
   status = settled_status_locked(plan);
   waiter_leave_locked(plan);
+  uint64_t leaves = plan->leaf_count;
   pthread_mutex_unlock(&plan->lock);
+  mtc_trace_file_span("wait for copy", "wait", leaves, 0, begin);
   return status;
 }
 
 MTC_API mtc_status mtc_plan_wait_device(mtc_plan *plan) {
+  uint64_t begin = mtc_trace_file_now();
   mtc_status status = wait_device_locked(plan);
   if (status != MTC_OK) return status;
   status = settled_status_locked(plan);
   waiter_leave_locked(plan);
+  uint64_t leaves = plan->leaf_count;
   pthread_mutex_unlock(&plan->lock);
+  mtc_trace_file_span("wait for copy", "wait", leaves, 0, begin);
   return status;
 }
 

@@ -62,6 +62,8 @@ static void start_thread(void) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
   started = pthread_create(&thread, &attr, background_main, NULL) == 0;
+  /* Named for debuggers, top and the trace file (it never exits). */
+  if (started) pthread_setname_np(thread, "mtc background");
   pthread_attr_destroy(&attr);
 }
 

@@ -43,7 +43,7 @@ mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
   uint64_t per_table = plan->staging_max_bytes / sizeof(mtc_segment);
   if (per_table > UINT32_MAX) per_table = UINT32_MAX;
   mtc_segment *table = NULL;
-  uint64_t n = 0, left = leaves;
+  uint64_t n = 0, left = leaves, table_bytes = 0;
   for (size_t c = 0; c < layout->chunk_count; c++) {
     if (layout->chunks[c].source_device != source_ordinal) continue;
     for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
@@ -63,10 +63,14 @@ mtc_status mtc_gather_launch(mtc_transfer *t, mtc_device *source,
                          : plan->destinations[leaf].address;
       table[n].bytes = plan->leaves[leaf].bytes;
       left--;
+      table_bytes += plan->leaves[leaf].bytes;
       if (++n == per_table || left == 0) {
         t->stats->copies_issued++;
+        uint64_t begin = mtc_trace_now(t->trace);
         mtc_status status = mtc_kernels_copy_segments(source, source->stream, table, (uint32_t)n);
         if (status != MTC_OK) return status;
+        mtc_trace_launch(t->trace, source, "gather", n, table_bytes, begin);
+        table_bytes = 0;
         table = NULL;
         n = 0;
       }

@@ -14,12 +14,14 @@ static mtc_status copy_leaves(mtc_transfer *t, mtc_device *source,
   for (uint64_t i = 0; i < count; i++) {
     const mtc_leaf *leaf = &plan->leaves[members[i]];
     uint64_t offset = mtc_plan_block_offset(plan, members[i]);
+    uint64_t begin = mtc_trace_now(t->trace);
     mtc_status status = mtc_cuda_check(
         t->cu->cuMemcpyPeerAsync(block->address + offset, target->context,
                                  leaf->address, source->context,
                                  (size_t)leaf->bytes, target->stream),
         "cuMemcpyPeerAsync");
     if (status != MTC_OK) return status;
+    mtc_trace_dma(t->trace, target, "leaf", (int64_t)members[i], leaf->bytes, begin);
   }
   return MTC_OK;
 }

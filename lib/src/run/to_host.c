@@ -30,12 +30,14 @@ static mtc_status copy_leaves(mtc_transfer *t, mtc_device *source,
   for (uint64_t i = 0; i < count; i++) {
     const mtc_leaf *leaf = &plan->leaves[members[i]];
     uint64_t offset = mtc_plan_block_offset(plan, members[i]);
+    uint64_t begin = mtc_trace_now(t->trace);
     mtc_status status = mtc_cuda_check(
         t->cu->cuMemcpyDtoHAsync_v2(
             (void *)(uintptr_t)(block->address + offset),
             (CUdeviceptr)leaf->address, (size_t)leaf->bytes, source->stream),
         "cuMemcpyDtoHAsync");
     if (status != MTC_OK) return status;
+    mtc_trace_dma(t->trace, source, "leaf", (int64_t)members[i], leaf->bytes, begin);
   }
   return MTC_OK;
 }

@@ -214,6 +214,12 @@ mtc_status mtc_transfer_run(mtc_plan *plan, mtc_plan_stats *stats,
   t.plan = plan;
   t.stats = stats;
   t.trace = mtc_trace_open(plan->submit_start_ns);
+  if (t.trace != NULL) {
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < plan->leaf_count; i++) bytes += plan->leaves[i].bytes;
+    mtc_trace_describe(t.trace, plan->target, plan->leaf_count, bytes,
+                       plan->layout.chunk_count);
+  }
   mtc_context_scope_begin(&t.scope);
 
   /* Piece buffers hold all own host->device leaves at once when they are
