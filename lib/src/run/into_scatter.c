@@ -71,15 +71,20 @@ mtc_status mtc_into_scatter_chunk(mtc_transfer *t, size_t c,
                 total <= plan->staging_max_bytes &&
                 mtc_kernels_available(target);
   unsigned char *staged;
+  uint64_t begin = mtc_trace_now(t->trace);
   status = host_staging(t, target, scatter ? total : chunk->bytes, &staged);
   if (status != MTC_OK) return status;
+  mtc_trace_span(t->trace, "alloc", "chunk", (int64_t)c, chunk->bytes, begin);
+  begin = mtc_trace_now(t->trace);
   status = mtc_transfer_stage_chunk(t, members, count, staged);
   if (status != MTC_OK) return status;
+  mtc_trace_span(t->trace, "stage", "chunk", (int64_t)c, chunk->bytes, begin);
 
   if (!scatter) {
     t->stats->copies_issued += count;
     for (uint64_t k = 0; k < count; k++) {
       uint64_t leaf = members[k];
+      begin = mtc_trace_now(t->trace);
       status = mtc_cuda_check(
           t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)destination_of(plan, leaf),
                                       staged + plan->layout.placements[leaf].offset,
@@ -87,6 +92,7 @@ mtc_status mtc_into_scatter_chunk(mtc_transfer *t, size_t c,
                                       target->stream),
           "cuMemcpyHtoDAsync");
       if (status != MTC_OK) return status;
+      mtc_trace_dma(t->trace, target, "leaf", (int64_t)leaf, plan->leaves[leaf].bytes, begin);
     }
     return MTC_OK;
   }
@@ -103,22 +109,30 @@ mtc_status mtc_into_scatter_chunk(mtc_transfer *t, size_t c,
   if (plan->options.use_pinned_staging && total <= MTC_INTO_DIRECT_MAX_BYTES) {
     t->stats->copies_issued++;
     uint64_t base = (uint64_t)(uintptr_t)staged;
-    return mtc_kernels_scatter_segments(target, target->stream, base,
-                                        resident ? resident : base + table_offset,
-                                        &size, (uint32_t)count);
+    begin = mtc_trace_now(t->trace);
+    status = mtc_kernels_scatter_segments(target, target->stream, base,
+                                          resident ? resident : base + table_offset,
+                                          &size, (uint32_t)count);
+    if (status == MTC_OK) mtc_trace_launch(t->trace, target, "scatter", count, chunk->bytes, begin);
+    return status;
   }
   mtc_block *scratch;
   status = mtc_block_new_device(target, total, &scratch);
   if (status != MTC_OK) return status;
   mtc_plan_keep_block(plan, scratch);
   t->stats->copies_issued += 2;
+  begin = mtc_trace_now(t->trace);
   status = mtc_cuda_check(t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)scratch->address,
                                                       staged, (size_t)total,
                                                       target->stream),
                           "cuMemcpyHtoDAsync");
   if (status != MTC_OK) return status;
-  return mtc_kernels_scatter_segments(target, target->stream, scratch->address,
-                                      resident ? resident : scratch->address + table_offset,
-                                      &size, (uint32_t)count);
+  mtc_trace_dma(t->trace, target, "chunk", (int64_t)c, total, begin);
+  begin = mtc_trace_now(t->trace);
+  status = mtc_kernels_scatter_segments(target, target->stream, scratch->address,
+                                        resident ? resident : scratch->address + table_offset,
+                                        &size, (uint32_t)count);
+  if (status == MTC_OK) mtc_trace_launch(t->trace, target, "scatter", count, chunk->bytes, begin);
+  return status;
 }
 
