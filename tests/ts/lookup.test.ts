@@ -30,6 +30,8 @@ test("lookup: the npm package as files: its prebuilt library, then a local build
   assertEquals(places(placement({ bunEntryLibrary: `/app/node_modules/multi-tensor-copier/${name}` })), expected);
   // The loader's workers run the package's worker script, a whole copy of the library beside mod.js.
   assertEquals(places(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/loader_worker.js" })), expected);
+  // The package's command (the doctor) is another whole copy, beside them.
+  assertEquals(places(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/cli.js" })), expected);
 });
 
 test("lookup: the checkout's sources: the local build at the repository root, then a prebuilt library there", () => {
@@ -50,6 +52,7 @@ test("lookup: the sources the npm package ships (ts/, for its examples): its pre
 test("lookup: bundling() tells the package's files from a bundle and an executable", () => {
   assertSame(bundling(placement({})), undefined);
   assertSame(bundling(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/loader_worker.js" })), undefined);
+  assertSame(bundling(placement({ moduleUrl: "file:///app/node_modules/multi-tensor-copier/dist/cli.js" })), undefined);
   assertSame(bundling(placement({ moduleUrl: "file:///srv/out/main.js" })), "bundle");
   assertSame(bundling(placement({ moduleUrl: "file:///$bunfs/root/app", executable: "/srv/bin/app" })), "executable");
   assertSame(bundling(placement({ moduleUrl: "https://jsr.io/@mtc/multi-tensor-copier/0.1.0/ts/ffi/lookup.ts", packaged: false })), undefined);

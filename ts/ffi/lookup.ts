@@ -164,14 +164,14 @@ function folderOf(path: string): string {
 
 /**
  * True when this module is inside a bundle of the app's: a file, but not
- * the file it was written into (the package's dist/mod.js, or
+ * the file it was written into (the package's dist/mod.js, dist/cli.js, or
  * dist/loader_worker.js, which holds a copy of the library of its own; the
  * checkout's ts/ffi/lookup.ts).
  */
 function inBundle(p: Placement): boolean {
   if (!p.moduleUrl.startsWith("file:")) return false;
   if (!p.packaged) return !p.moduleUrl.endsWith("/ts/ffi/lookup.ts");
-  return !/\/dist\/(mod|loader_worker)\.js$/.test(p.moduleUrl);
+  return !/\/dist\/(mod|loader_worker|cli)\.js$/.test(p.moduleUrl);
 }
 
 /**
