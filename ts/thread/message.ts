@@ -105,20 +105,24 @@ export interface MovedError {
   builtin?: BuiltinErrorName;
 }
 
-/** The built-in error classes an error keeps across threads, by name. */
-const BUILTIN_ERRORS = {
+/** The name of a built-in error class a moved error keeps. */
+export type BuiltinErrorName = "TypeError" | "RangeError" | "SyntaxError" | "ReferenceError" | "EvalError" | "URIError" | "AggregateError" | "DOMException";
+
+/**
+ * The built-in error classes an error keeps across threads, by name; typed
+ * as plain error classes, so that the package's declarations need no DOM
+ * types (DOMException, made apart below, takes a name, not options).
+ */
+const BUILTIN_ERRORS: Readonly<Record<BuiltinErrorName, ErrorConstructor>> = {
   TypeError,
   RangeError,
   SyntaxError,
   ReferenceError,
   EvalError,
   URIError,
-  AggregateError,
-  DOMException,
-} as const;
-
-/** The name of a built-in error class a moved error keeps. */
-export type BuiltinErrorName = keyof typeof BUILTIN_ERRORS;
+  AggregateError: AggregateError as unknown as ErrorConstructor,
+  DOMException: DOMException as unknown as ErrorConstructor,
+};
 
 /** The nearest built-in class (other than Error) on `error`'s prototype chain, or undefined. */
 function builtinOf(error: Error): BuiltinErrorName | undefined {
