@@ -95,10 +95,12 @@ export { checkDevice as parseDevice, isDevice } from "./gpu/device.ts";
 export { type AbortSignalLike, type WaitOptions } from "./copy/wait_limit.ts";
 export { type HostArrayOf } from "./copy/types.ts";
 export {
+  type BuiltinErrorName,
   dropMoved,
   disposeMoved,
   dropMovedFrom,
   isMoved,
+  type LayoutShape,
   type Moved,
   type MovedError,
   movedError,

@@ -22,7 +22,7 @@ import { Outgoing, templateText } from "./outgoing.ts";
 import { disposeGroupOf } from "./parcel_take.ts";
 import { moveRunning } from "./parcel_out.ts";
 
-export { isMoved, type Moved, type MovedError, type TensorExtra } from "./message.ts";
+export { type BuiltinErrorName, isMoved, type LayoutShape, type Moved, type MovedError, type TensorExtra } from "./message.ts";
 export { takeResult } from "./take.ts";
 
 /**
