@@ -55,33 +55,8 @@ declare function useCpu(): void;
 declare function postMessage(message: unknown): void; // a worker's
 """
 
-# bun init's tsconfig.json (Bun 1.4), as scripts/check_readme_ts.sh writes it.
-TSCONFIG = """{{
-  "compilerOptions": {{
-    "lib": ["ESNext"],
-    "target": "ESNext",
-    "module": "Preserve",
-    "moduleDetection": "force",
-    "jsx": "react-jsx",
-    "allowJs": true,
-    "types": ["bun-types"],
-    "typeRoots": ["{root}/node_modules"],
-    "moduleResolution": "bundler",
-    "allowImportingTsExtensions": true,
-    "verbatimModuleSyntax": true,
-    "noEmit": true,
-    "strict": true,
-    "skipLibCheck": true,
-    "noFallthroughCasesInSwitch": true,
-    "noUncheckedIndexedAccess": true,
-    "noImplicitOverride": true,
-    "noUnusedLocals": false,
-    "noUnusedParameters": false,
-    "noPropertyAccessFromIndexSignature": false
-  }},
-  "include": ["*.ts"]
-}}
-"""
+# bun init's tsconfig.json (Bun 1.4), shared with scripts/check_readme_ts.sh.
+TSCONFIG_TEMPLATE = os.path.join(ROOT, "scripts", "bun_init_tsconfig.json")
 
 
 def doc_blocks(text):
@@ -171,7 +146,8 @@ def check(sources):
         with open(os.path.join(out, "prelude.d.ts"), "w") as f:
             f.write(PRELUDE.format(mod=MOD))
         with open(os.path.join(out, "tsconfig.json"), "w") as f:
-            f.write(TSCONFIG.format(root=ROOT))
+            with open(TSCONFIG_TEMPLATE) as template:
+                f.write(template.read().replace("@ROOT@", ROOT))
         ok = True
         # Each file is named FILE_LINE.ts: the source file, and the line its block starts on.
         if subprocess.run([TSC, "-p", os.path.join(out, "tsconfig.json")]).returncode != 0:

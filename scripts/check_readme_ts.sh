@@ -37,34 +37,9 @@ declare function loader(): AsyncIterable<{ x: Float32Array; name: string }>;
 declare function train(batch: unknown): void;
 PRELUDE
 
-# bun init's tsconfig.json (Bun 1.4), with bun-types from this checkout for its "types": ["bun"].
-cat >"$OUT/tsconfig.json" <<TSCONFIG
-{
-  "compilerOptions": {
-    "lib": ["ESNext"],
-    "target": "ESNext",
-    "module": "Preserve",
-    "moduleDetection": "force",
-    "jsx": "react-jsx",
-    "allowJs": true,
-    "types": ["bun-types"],
-    "typeRoots": ["$ROOT/node_modules"],
-    "moduleResolution": "bundler",
-    "allowImportingTsExtensions": true,
-    "verbatimModuleSyntax": true,
-    "noEmit": true,
-    "strict": true,
-    "skipLibCheck": true,
-    "noFallthroughCasesInSwitch": true,
-    "noUncheckedIndexedAccess": true,
-    "noImplicitOverride": true,
-    "noUnusedLocals": false,
-    "noUnusedParameters": false,
-    "noPropertyAccessFromIndexSignature": false
-  },
-  "include": ["*.ts"]
-}
-TSCONFIG
+# bun init's tsconfig.json (Bun 1.4), with bun-types from this checkout for its "types": ["bun"]
+# (scripts/bun_init_tsconfig.json, shared with scripts/check_doc_ts.py).
+sed "s|@ROOT@|$ROOT|g" "$ROOT/scripts/bun_init_tsconfig.json" >"$OUT/tsconfig.json"
 
 "$TSC" -p "$OUT/tsconfig.json" || { echo "check_readme_ts: tsc (bun init's tsconfig) failed on the README's TypeScript blocks above (blockN.ts is the Nth TypeScript block)" >&2; exit 1; }
 (cd "$OUT" && DENO_NO_PACKAGE_JSON=1 "$DENO" check --quiet block*.ts) ||
