@@ -9,6 +9,7 @@ import {
   DTYPES,
   type HostLeaf,
   pinnedTensor,
+  startArenaCopy,
   startCopy,
   Stream,
   Tensor,
@@ -108,6 +109,20 @@ typesTest("a dtype named in the call types the data (issue 35): pinned, arena an
   same<typeof zeros.dtype, "int8">(true);
   assertSame(zeros.dtype, "int8");
   disposeAll(onGpu);
+  await arena.reset();
+});
+
+typesTest("startArenaCopy: a DeviceTensor to a GPU, the used bytes as a Uint8Array to cpu", async () => {
+  using arena = Arena.create(1 << 12);
+  arena.array("int32", 4).fill(9);
+  const toGpu = await startArenaCopy(arena, "cuda:0");
+  same<typeof toGpu, DeviceTensor>(true);
+  assert(toGpu instanceof DeviceTensor, "a DeviceTensor on the GPU");
+  toGpu.dispose();
+  const toHost = await startArenaCopy(arena, "cpu");
+  same<typeof toHost, Uint8Array<ArrayBuffer>>(true);
+  assert(toHost instanceof Uint8Array && toHost[0] === 9, `the used bytes on the host: ${toHost}`);
+  disposeAll(toHost);
   await arena.reset();
 });
 

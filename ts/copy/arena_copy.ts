@@ -281,11 +281,15 @@ setConsolidateHook(consolidate);
  * using boxesOnGpu = arena.twin(onDevice, boxes);
  * ```
  */
-export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor> {
+export function startArenaCopy(arena: Arena, device: "cuda" | `cuda:${number}`, options?: CopyOptions): AsyncCopyHandle<DeviceTensor>;
+/** To `"cpu"` the result is a host copy of the used bytes (pinned memory), as startCopy gives. */
+export function startArenaCopy(arena: Arena, device: "cpu", options?: CopyOptions): AsyncCopyHandle<Uint8Array<ArrayBuffer>>;
+export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor | Uint8Array<ArrayBuffer>>;
+export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor | Uint8Array<ArrayBuffer>> {
   if (!(arena instanceof Arena)) {
     const other = otherCopyMark(arena);
     if (other !== undefined) throw otherCopyError(other, undefined, "startArenaCopy: ");
     throw invalidArgument("startArenaCopy: the first argument must be an Arena");
   }
-  return startCopy(arena.usedBytes(), device, options) as unknown as AsyncCopyHandle<DeviceTensor>;
+  return startCopy(arena.usedBytes(), device, options) as unknown as AsyncCopyHandle<DeviceTensor | Uint8Array<ArrayBuffer>>;
 }
