@@ -11,8 +11,8 @@
 import { DEVICE_CPU } from "../gpu/device.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { type DeviceTensor, holderOf, makeDeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, type TypedArray } from "../tensor/dtype.ts";
-import { isResizable, viewBuffer, viewByteLength } from "../base/views.ts";
+import { type DType, DTYPE_SIZE, storageFits, type TypedArray } from "../tensor/dtype.ts";
+import { isResizable, viewBuffer, viewByteLength, viewKind } from "../base/views.ts";
 import { vectorShape } from "../tensor/shape.ts";
 import { constructedShape, constructedSize, type Tensor } from "../tensor/tensor.ts";
 import { arrayRecord, checkArray, checkDense, checkStrided, type LeafRecord, readTensor, snapshot, stridedView, tensorRecord } from "./leaf_record.ts";
@@ -112,14 +112,16 @@ export function describeTensor(t: Traversal, leaf: Tensor, strides: unknown, par
   const data = leaf.data; // a getter may give another array each time
   const dtype = leaf.dtype;
   const shape = leaf.shape;
+  const offset = leaf.offset;
   const elementSize = DTYPE_SIZE[dtype];
   const bytes = viewByteLength(data); // -1: no typed array
   let buffer: ArrayBufferLike;
   let checked = shape;
   // The shape its constructor froze, and data that holds it: every check of checkDense passes.
-  if (shape === constructedShape(leaf) && bytes === constructedSize(leaf) * elementSize && bytes > 0) buffer = viewBuffer(data);
-  else {
-    const r = tensorRecord(leaf, data, dtype, shape, undefined, 0);
+  if (shape === constructedShape(leaf) && bytes === constructedSize(leaf) * elementSize && bytes > 0 && offset === 0 && storageFits(dtype, viewKind(data)!)) {
+    buffer = viewBuffer(data);
+  } else {
+    const r = tensorRecord(leaf, data, dtype, shape, undefined, offset);
     checkDense(r, parent, key);
     buffer = r.buffer!;
     checked = r.shape!;

@@ -14,7 +14,7 @@ import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress
 import { DTYPE_SIZE, type DType, isDType, naturalDType, type TypedArray } from "../tensor/dtype.ts";
 import { vectorShape } from "../tensor/shape.ts";
 import { releasedMemory, Tensor } from "../tensor/tensor.ts";
-import { type LeafRecord, readTensor, snapshot, stridedView } from "./leaf_record.ts";
+import { checkFields, type LeafRecord, readTensor, snapshot, stridedView } from "./leaf_record.ts";
 import { formatPath, type PathNode } from "./path.ts";
 import type { Traversal } from "./traversal.ts";
 
@@ -76,6 +76,7 @@ function deviceSide(v: DeviceTensor, node: PathNode | null, key: unknown, role: 
 function tensorSide(v: Tensor, node: PathNode | null, key: unknown, role: string): Side {
   const r = readTensor(v, v.strides);
   if (r.bytes === 0) checkReleased(r.buffer!, `the ${role} Tensor's`, node, key);
+  checkFields(r, node, key);
   if (r.strides !== undefined) {
     if (role !== "source") {
       throw invalidArgument("the destination is a strided Tensor; copyInto writes dense destinations only", formatPath(node, key));

@@ -25,9 +25,9 @@ import {
   viewSlice,
   viewSubarray,
 } from "../base/views.ts";
-import { type DType, DTYPE_SIZE, isDType, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
+import { type DType, DTYPE_SIZE, isDType, storageProblem, type TypedArray, valuesPerElement } from "../tensor/dtype.ts";
 import { areExtents, elementCount, frozenShape, showShape, tooLarge, vectorShape } from "../tensor/shape.ts";
-import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
+import { byteLayout, denseOffsetProblem, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { constructedShape, constructedSize, releasedMemory, type Tensor } from "../tensor/tensor.ts";
 import { formatPath, type PathNode } from "./path.ts";
 
@@ -56,14 +56,14 @@ export interface LeafRecord {
 
 /**
  * Reads a Tensor leaf once: its `strides` come from the caller (which read
- * them to tell dense from strided), then `data`, `dtype`, `shape`, and
- * `offset` when strided.
+ * them to tell dense from strided), then `data`, `dtype`, `shape` and
+ * `offset` (0 unless strided: checkDense refuses another).
  */
 export function readTensor(leaf: Tensor, strides: unknown): LeafRecord {
   const data = leaf.data; // a getter may give another array each time
   const dtype = leaf.dtype;
   const shape = leaf.shape;
-  return tensorRecord(leaf, data, dtype, shape, strides, strides === undefined ? 0 : leaf.offset);
+  return tensorRecord(leaf, data, dtype, shape, strides, leaf.offset);
 }
 
 /**
@@ -129,6 +129,7 @@ export function leafError(node: PathNode | null, key: unknown, message: string):
  */
 export function checkDense(r: LeafRecord, node: PathNode | null, key: unknown): void {
   checkNotReleased(r, "the Tensor's", node, key);
+  checkFields(r, node, key);
   if (r.shape === undefined) throw leafError(node, key, shapeProblem(r));
   if (r.bytes !== r.elements * r.elementSize) throw leafError(node, key, mismatchProblem(r));
   if (r.bytes === 0) checkReadable(r, node, key);
@@ -207,7 +208,19 @@ export function checkStrided(r: LeafRecord, node: PathNode | null, key: unknown)
   checkNotReleased(r, "the Tensor's", node, key);
   const problem = unusable(r);
   if (problem !== undefined) throw leafError(node, key, problem);
+  checkFields(r, node, key);
   if (r.shape === undefined) throw leafError(node, key, shapeProblem(r));
+}
+
+/**
+ * Refuses a Tensor whose fields were changed after its constructor checked
+ * them so that a copy would read other bytes than they say: data of a kind
+ * that cannot store the dtype (its bytes would be taken as the dtype), or an
+ * offset without strides (a dense Tensor's data starts at element 0).
+ */
+export function checkFields(r: LeafRecord, node: PathNode | null, key: unknown): void {
+  const problem = (r.strides === undefined ? denseOffsetProblem(r.offset) : undefined) ?? storageProblem(r.data, r.dtype);
+  if (problem !== undefined) throw leafError(node, key, problem);
 }
 
 /** What a copy reads of a strided Tensor: the part of its data that its layout reads, and that layout in bytes. */

@@ -14,7 +14,7 @@ import { otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, invalidState, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
 import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
-import { naturalDType, storageElementBytes, type TypedArray } from "../tensor/dtype.ts";
+import { naturalDType, storageElementBytes, storageProblem, type TypedArray } from "../tensor/dtype.ts";
 import { showShape } from "../tensor/shape.ts";
 import { releasedData, Tensor } from "../tensor/tensor.ts";
 import { LEAF_BYTES, LEAF_PINNED, type PointerOf } from "./describe.ts";
@@ -284,8 +284,12 @@ function readLeaf(node: LeafNode, v: unknown, r: BatchRead): void {
     const shape = v.shape;
     if (dtype !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${showValue(dtype)} now`);
     if (!sameShape(shape, node.shape)) throw shapeDiffers(node, shape);
+    const storage = storageProblem(source, dtype);
+    if (storage !== undefined) throw invalidArgument(storage, node.path);
     if (node.what === HOST) {
       if (strides !== undefined) throw differs(node.path, "a dense Tensor in the sample, a strided one now");
+      const offset = v.offset;
+      if (offset !== 0 && offset !== undefined) throw differs(node.path, `its offset was 0 in the sample, ${showValue(offset)} now`);
       data = source; // measured in the second pass
     } else {
       data = stridedView(node, v, source, strides);

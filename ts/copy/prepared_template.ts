@@ -15,9 +15,9 @@ import { invalidArgument, invalidState, mapEntries } from "../base/errors.ts";
 import { viewByteLength, viewKind } from "../base/views.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
 import { DeviceTensor, isDeviceTensor, notADeviceTensor, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorKeepsTensor, tensorShape } from "../tensor/device_tensor.ts";
-import { type DType, DTYPE_SIZE, isDType, naturalDType, storageElementBytes } from "../tensor/dtype.ts";
+import { type DType, DTYPE_SIZE, isDType, naturalDType, storageElementBytes, storageProblem } from "../tensor/dtype.ts";
 import { checkedShape, elementCount, tooLarge, vectorShape } from "../tensor/shape.ts";
-import { byteLayout, layoutProblem, layoutSpan } from "../tensor/strides.ts";
+import { byteLayout, denseOffsetProblem, layoutProblem, layoutSpan } from "../tensor/strides.ts";
 import { constructedShape, Tensor } from "../tensor/tensor.ts";
 import { ARRAY, formatPath, type Kind, MAP, OBJECT, type PathNode } from "./path.ts";
 import type { StridedLeaf } from "./traversal.ts";
@@ -217,7 +217,10 @@ function shapeOf(leaf: Tensor, shape: unknown, path: string): readonly number[] 
 function hostNode(template: Template, leaf: Tensor, path: string, parent: ContainerNode | null, key: unknown): LeafNode {
   const data = leaf.data;
   const dtype = leaf.dtype;
+  const offset = leaf.offset;
   if (!isDType(dtype)) throw sampleError(path, "the Tensor's dtype is not one of the dtypes");
+  const problem = denseOffsetProblem(offset) ?? storageProblem(data, dtype);
+  if (problem !== undefined) throw sampleError(path, problem);
   const shape = shapeOf(leaf, leaf.shape, path);
   const bytes = elementCount(shape) * DTYPE_SIZE[dtype];
   if (viewByteLength(data) !== bytes) throw sampleError(path, "the Tensor's data does not hold what its shape and dtype say");
@@ -232,6 +235,8 @@ function stridedNode(template: Template, leaf: Tensor, path: string, parent: Con
   const shape = shapeOf(leaf, leaf.shape, path);
   const storageSize = storageElementBytes(data);
   if (!isDType(dtype) || storageSize === undefined || !Array.isArray(strides)) throw sampleError(path, "the Tensor's data, dtype or strides are not valid");
+  const storage = storageProblem(data, dtype);
+  if (storage !== undefined) throw sampleError(path, storage);
   const elementSize = DTYPE_SIZE[dtype];
   const elements = elementCount(shape);
   const dataBytes = viewByteLength(data);

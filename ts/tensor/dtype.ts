@@ -237,6 +237,18 @@ export function storageFits(dtype: DType, kind: string): boolean {
   return STORAGE[dtype].includes(kind);
 }
 
+/**
+ * Why a Tensor's `data` (as read) cannot store its `dtype`: an array of
+ * another kind put in its place after the constructor checked them, whose
+ * bytes would be copied as the dtype. Undefined when it can, and when
+ * either is no typed array or dtype (the callers refuse those themselves).
+ */
+export function storageProblem(data: unknown, dtype: unknown): string | undefined {
+  const kind = viewKind(data);
+  if (kind === undefined || !isDType(dtype) || storageFits(dtype, kind)) return undefined;
+  return `the Tensor's ${kind} cannot store its dtype ${dtype} (a ${storageKinds(dtype).join(" or ")} can; was its data replaced?)`;
+}
+
 /** The typed array kinds that may store `dtype`, for error messages. */
 export function storageKinds(dtype: DType): readonly string[] {
   return STORAGE[dtype];

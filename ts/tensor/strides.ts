@@ -118,3 +118,14 @@ export function byteLayout(
   }
   return { shape: extents, byteStrides };
 }
+
+/**
+ * Why a Tensor without strides has an `offset` (as read) other than 0: its
+ * data starts at element 0, and only a strided Tensor starts later. Undefined
+ * when it is 0 (or absent).
+ */
+export function denseOffsetProblem(offset: unknown): string | undefined {
+  if (offset === 0 || offset === undefined) return undefined;
+  return `the Tensor has no strides but its offset is ${typeof offset === "number" ? offset : typeof offset}: ` +
+    "only a strided Tensor starts past element 0 of its data (give strides with the offset)";
+}
