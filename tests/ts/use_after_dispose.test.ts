@@ -12,6 +12,7 @@ import {
   Module,
   moveResult,
   MtcError,
+  pinnedArray,
   pinnedTensor,
   prefetch,
   prepareCopy,
@@ -105,4 +106,16 @@ disposedTest("ToDevice, prefetch, withStream, a kernel's argument and moveResult
   // Host memory of your own is never disposed: a plain Tensor is copied as ever.
   const back = await startCopy({ t: new Tensor(new Float32Array(4), [4]) }, "cuda:0");
   disposeAll(back);
+});
+
+disposedTest("startCopy: pinned memory released by a getter read later in the batch", () => {
+  const pinned = pinnedArray("float32", 8);
+  const batch = {
+    a: pinned,
+    get b() {
+      disposeAll(pinned);
+      return new Float32Array(8);
+    },
+  };
+  invalidState(() => startCopy(batch, "cuda:0"), "its pinned memory was released", ".a");
 });

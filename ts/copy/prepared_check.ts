@@ -263,7 +263,7 @@ function shapeDiffers(node: LeafNode, shape: unknown): Error {
 /** Why a leaf's data of `bytes` (the engine's count, -1: no typed array) is not the sample's. */
 function bytesDiffer(node: LeafNode, data: unknown, bytes: number, what = node.tensor ? "the Tensor's data" : "the array", expected = viewBytesOf(node)): Error {
   if (bytes < 0) return differs(node.path, `${what} is not a typed array`);
-  const released = releasedData(data, what);
+  const released = releasedData(data, node.tensor ? "the Tensor's" : "the array's");
   if (released !== undefined) return invalidState(`${released}; nothing was copied`, node.path);
   return differs(node.path, `${what} holds ${bytes} bytes, the sample's ${expected}${bytes === 0 ? " (was its buffer detached?)" : ""}`);
 }

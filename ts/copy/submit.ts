@@ -7,12 +7,13 @@
  * @module
  */
 
-import { invalidArgument, MtcError, Status, statusName } from "../base/errors.ts";
+import { invalidArgument, invalidState, MtcError, Status, statusName } from "../base/errors.ts";
 import { viewByteLength } from "../base/views.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
 import { requireSymbol } from "../ffi/library.ts";
 import type { NativeSymbols } from "../ffi/symbols.ts";
 import { DEVICE_CPU } from "../gpu/device.ts";
+import { releasedData } from "../tensor/tensor.ts";
 import { liveHandle, openScopes, type Stream, streamFor, streamOrdinal } from "../gpu/stream.ts";
 import { writeAddresses } from "./describe.ts";
 import { type CopyOptions, encodeOptions, OPTIONS_SIZE } from "./options.ts";
@@ -87,6 +88,9 @@ function detachedError(sym: NativeSymbols, plan: number, t: Traversal): MtcError
   const leaf = sym.mtc_plan_error_leaf(plan);
   const view = leaf >= 0 && leaf < t.count ? t.views[leaf] : undefined;
   if (view === undefined || viewByteLength(view) !== 0) return undefined;
+  // Memory of the library's released by the getter (disposeAll of a pinned array): a use after dispose.
+  const released = releasedData(view, "its");
+  if (released !== undefined) return invalidState(`${released} while the batch was read (by a getter in it?); nothing was copied`, leafPath(t, leaf));
   return invalidArgument("its ArrayBuffer was detached or shrunk while the batch was read (by a getter in it?); nothing was copied", leafPath(t, leaf));
 }
 
