@@ -92,6 +92,14 @@ moveTest("used by the sender after the move: a clear error, nothing freed twice"
   const taken = takeResult(moved);
   assertEquals(Array.from(taken.a.toHost() as Float32Array), [1, 2, 3]);
   disposeAll(taken);
+  // A handle moved: its later uses say it was moved, not that dispose() was called.
+  const handle = startCopy({ b: new Float32Array([4]) }, "cuda:0");
+  const movedHandle = moveResult(handle);
+  for (const use of [() => handle.get(), () => handle.completionEvent()]) {
+    const stale = assertThrows(use, MtcError, "was moved to another thread (moveResult disposed it here)");
+    assertSame(stale.status, Status.MTC_ERR_INVALID_STATE);
+  }
+  disposeAll(takeResult(movedHandle));
   await settled(before, "given back once");
 });
 

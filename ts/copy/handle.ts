@@ -22,8 +22,22 @@ export type { WaitOptions } from "./wait_limit.ts";
 
 const outWords = new Uint32Array(2); // mtc_event ** out-parameter
 
-/** `call` after dispose(): the copy and what get() had not handed out are gone. */
-function disposedError(call: string): MtcError {
+/** Handles moveResult moved to another thread (it disposed them here). */
+const movedHandles = new WeakSet<object>();
+
+/** @internal Marks a handle that moveResult moved: its later uses say so. */
+export function markMoved(handle: object): void {
+  movedHandles.add(handle);
+}
+
+/** `call` after dispose() (or a move): the copy and what get() had not handed out are gone. */
+function disposedError(call: string, handle: object): MtcError {
+  if (movedHandles.has(handle)) {
+    return new MtcError(
+      Status.MTC_ERR_INVALID_STATE,
+      `${call}: this AsyncCopyHandle was moved to another thread (moveResult disposed it here); use the result where takeResult took it`,
+    );
+  }
   return new MtcError(
     Status.MTC_ERR_INVALID_STATE,
     `${call}: this AsyncCopyHandle was disposed (dispose() released the copy); take the result with get() or await before disposing`,
@@ -152,7 +166,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     const call = "AsyncCopyHandle.get";
     // The options first: their getters are the caller's code, which may dispose this handle.
     const limit = options === undefined ? undefined : readWaitOptions(call, options);
-    if (this.#disposed) throw disposedError(call);
+    if (this.#disposed) throw disposedError(call, this);
     if (limit !== undefined) blockWithinLimit(call, () => this.#result !== null || this.#error !== null || this.ready(), limit);
     if (this.#result !== null) return this.#result.value;
     if (this.#error !== null) throw this.#error;
@@ -201,7 +215,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (this.#disposed) return Promise.reject(disposedError(call));
+    if (this.#disposed) return Promise.reject(disposedError(call, this));
     return withinLimit(call, () => this.#join(), limit);
   }
 
@@ -214,7 +228,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
     onFulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onRejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
-    if (this.#disposed) return Promise.reject(disposedError("await AsyncCopyHandle")).then(onFulfilled, onRejected);
+    if (this.#disposed) return Promise.reject(disposedError("await AsyncCopyHandle", this)).then(onFulfilled, onRejected);
     return this.#join().promise.then(onFulfilled, onRejected); // never leaves: no limit
   }
 
@@ -278,7 +292,7 @@ export class AsyncCopyHandle<T = unknown> implements PromiseLike<T> {
    * ```
    */
   completionEvent(): CudaEvent | null {
-    if (this.#disposed) throw disposedError("AsyncCopyHandle.completionEvent");
+    if (this.#disposed) throw disposedError("AsyncCopyHandle.completionEvent", this);
     const record = this.#record;
     if (record === null) return null;
     const completion = requireSymbol("mtc_plan_completion_event", "completion events");

@@ -12,7 +12,7 @@
  */
 
 import { MtcError, Status } from "../base/errors.ts";
-import { AsyncCopyHandle } from "../copy/handle.ts";
+import { AsyncCopyHandle, markMoved } from "../copy/handle.ts";
 import { library, requireSymbol } from "../ffi/library.ts";
 import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
 import { disposeAll } from "../tensor/dispose.ts";
@@ -68,10 +68,15 @@ export function moveResult<T>(value: T | AsyncCopyHandle<T>): Moved<T> {
   if (value instanceof AsyncCopyHandle) {
     // A prepared copy moves while it runs; the receiver waits for it.
     const running = moveRunning(value, sender);
-    if (running !== null) return running as Moved<T>;
+    if (running !== null) {
+      markMoved(value);
+      return running as Moved<T>;
+    }
     const result = value.get();
     value.dispose();
-    return moveResult(result as T);
+    const moved = moveResult(result as T);
+    markMoved(value);
+    return moved;
   }
   if (value instanceof Error) {
     const error = errorMessage(value);
