@@ -104,3 +104,19 @@ test("trace file: MTC_TRACE_FILE holds every event of a copy, in Trace Event For
     if (path !== "") await remove(path);
   }
 }, { skip: skipWithoutDriver, timeout: 60_000 });
+
+test("trace file: a file that cannot be written says why on stderr, once, and the copies go on", async () => {
+  const cases: [string, string][] = [
+    ["/tmp/mtc-no-such-folder/trace.json", "No such file or directory"],
+    ["/dev/full", "No space left on device"],
+    [`/tmp/${"a".repeat(5000)}.json`, "the path is longer than 4095 bytes"],
+  ];
+  for (const [path, why] of cases) {
+    const result = await runScript(child, [], { MTC_TRACE_FILE: path });
+    assertSame(result.code, 0, `the copies went on: ${result.stderr}`);
+    assert(result.stdout.includes("copied"), `copied: ${result.stdout}`);
+    const lines = result.stderr.split("\n").filter((l) => l.startsWith("mtc trace:"));
+    assertSame(lines.length, 1, `one line: ${result.stderr}`);
+    assert(lines[0]!.includes("cannot write MTC_TRACE_FILE") && lines[0]!.includes(why) && lines[0]!.endsWith("tracing to it is off"), lines[0]!);
+  }
+}, { skip: skipWithoutDriver, timeout: 60_000 });

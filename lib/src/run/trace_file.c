@@ -2,6 +2,7 @@
  * trace_file.h). */
 #include "run/trace_file.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,41 +22,58 @@ static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *file;
 static long trailer_at; /* where the closing "]}" starts: the next write goes there */
 static int written;     /* pieces written so far (0: the array is empty) */
+static int write_failed; /* a write failed (said once on stderr) */
 static uint64_t named[NAMED_MAX]; /* threads and tracks already named */
 static size_t named_count;
 static uint64_t streams_named; /* bit per ordinal */
 
 /* The path with "%p" replaced by the process id: child processes that
- * inherit MTC_TRACE_FILE then write files of their own. */
-static void expand(const char *pattern, char *path, size_t size) {
+ * inherit MTC_TRACE_FILE then write files of their own. 0 when it does not
+ * fit `size` bytes (never cut short: a cut path is another file). */
+static int expand(const char *pattern, char *path, size_t size) {
   size_t n = 0;
-  for (const char *c = pattern; *c != '\0' && n + 1 < size; c++) {
+  for (const char *c = pattern; *c != '\0'; c++) {
+    if (n + 1 >= size) return 0;
     if (c[0] == '%' && c[1] == 'p') {
       int w = snprintf(path + n, size - n, "%d", (int)getpid());
-      n += w > 0 ? (size_t)w : 0;
-      if (n >= size) n = size - 1;
+      if (w < 0 || (size_t)w >= size - n) return 0;
+      n += (size_t)w;
       c++;
     } else {
       path[n++] = *c;
     }
   }
   path[n] = '\0';
+  return 1;
+}
+
+/* Says on stderr, once, why tracing to the file is off. */
+static void say_off(const char *path, const char *why) {
+  fprintf(stderr, "mtc trace: cannot write MTC_TRACE_FILE %.200s%s: %s; tracing to it is off\n", path,
+          strlen(path) > 200 ? "..." : "", why);
 }
 
 static void open_file(void) {
   const char *pattern = getenv("MTC_TRACE_FILE");
   if (pattern == NULL || pattern[0] == '\0') return;
   char path[4096];
-  expand(pattern, path, sizeof path);
+  if (!expand(pattern, path, sizeof path)) {
+    say_off(pattern, "the path is longer than 4095 bytes (once %p is the process id)");
+    return;
+  }
   FILE *f = fopen(path, "w");
   if (f == NULL) {
-    fprintf(stderr, "mtc trace: cannot write MTC_TRACE_FILE %s; tracing to it is off\n", path);
+    say_off(path, strerror(errno));
     return;
   }
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"writer\":\"libmtc\"},\"traceEvents\":[\n");
   trailer_at = ftell(f);
   fputs("]}\n", f);
-  fflush(f);
+  if (fflush(f) != 0 || ferror(f)) {
+    say_off(path, strerror(errno));
+    fclose(f);
+    return;
+  }
   file = f;
 }
 
@@ -166,13 +184,23 @@ void mtc_trace_file_write(mtc_trace_text *text, uint64_t devices) {
   if (mtc_trace_file_enabled() && !text->failed && text->length >= 2) {
     text->length -= 2; /* the last event's ",\n" */
     pthread_mutex_lock(&file_lock);
+    if (write_failed) {
+      pthread_mutex_unlock(&file_lock);
+      free(text->data);
+      memset(text, 0, sizeof *text);
+      return;
+    }
     fseek(file, trailer_at, SEEK_SET);
     name_tracks(file, devices);
     fprintf(file, "%s%.*s", written ? ",\n" : "", (int)text->length, text->data);
     written++;
     trailer_at = ftell(file);
     fputs("\n]}\n", file);
-    fflush(file);
+    if (!write_failed && (fflush(file) != 0 || ferror(file))) {
+      write_failed = 1; /* said once; later copies go on untraced in the file */
+      fprintf(stderr, "mtc trace: writing MTC_TRACE_FILE failed: %s; the file holds the copies before\n",
+              strerror(errno));
+    }
     pthread_mutex_unlock(&file_lock);
   }
   free(text->data);
