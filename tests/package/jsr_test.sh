@@ -2,7 +2,7 @@
 # The JSR package: `deno publish --dry-run` type-checks ts/mod.ts, checks the
 # public API for slow types (exports without explicit types) and lists the
 # files it would publish; then checks that list against deno.json's intent:
-# the ts/ sources, README.md, CHANGELOG.md, deno.json, docs/, the C header and the C and
+# the ts/ sources, README.md, CHANGELOG.md, deno.json, docs/ (with its trace pictures), the C header and the C and
 # Python examples, nothing else; and that every link in them resolves inside
 # that set (tests/package/check_links.ts). Runs offline: the
 # dry run needs no network (jsr.io is only contacted by a real publish).
@@ -28,7 +28,7 @@ done
 for f in CHANGELOG.md docs/*.md lib/include/mtc.h examples/c/copy_batch.c examples/python/copy_batch.py; do
   grep -qxF "$f" <<<"$files" || fail "the package lacks $f (the README links to the docs; embedders read the rest)"
 done
-others=$(grep -vE '^(deno\.json|README\.md|LICENSE|CHANGELOG\.md|ts/.+\.ts|docs/[A-Z-]+\.md|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' <<<"$files" || true)
+others=$(grep -vE '^(deno\.json|README\.md|LICENSE|CHANGELOG\.md|ts/.+\.ts|docs/[A-Z-]+\.md|docs/traces/[a-z0-9-]+\.svg|lib/include/.+\.h|examples/c/[a-z_]+\.c|examples/python/[a-z_]+\.py)$' <<<"$files" || true)
 [ -z "$others" ] || fail "the package would publish files it should not: $others"
 ! grep -qxF ts/testing.ts <<<"$files" || fail "ts/testing.ts (test helpers) would be published"
 # shellcheck disable=SC2086 # one argument a file
