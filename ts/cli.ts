@@ -37,6 +37,7 @@ const { args, exit } = host();
 if (args[0] === "doctor" && args.slice(1).every((a) => a === "--no-probe")) {
   exit(await doctor((line) => console.log(line), { probe: !args.includes("--no-probe") }));
 } else {
-  console.error(args.length === 0 || args[0] === "--help" || args[0] === "-h" ? USAGE : `unknown command: ${args.join(" ")}\n${USAGE}`);
+  const unknown = args[0] === "doctor" ? `unknown option: ${args.slice(1).find((a) => a !== "--no-probe")}` : `unknown command: ${args[0]}`;
+  console.error(args.length === 0 || args[0] === "--help" || args[0] === "-h" ? USAGE : `${unknown}\n${USAGE}`);
   exit(args[0] === "--help" || args[0] === "-h" ? 0 : 2);
 }

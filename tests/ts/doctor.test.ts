@@ -44,9 +44,9 @@ test("doctor: two emulated devices: exit 0, each device, the peer-access matrix,
 }, { skip: skipWithoutDriver, timeout: 60_000 });
 
 test("doctor: an unknown command or option is a usage error", async () => {
-  for (const args of [["docter"], ["doctor", "--fast"]]) {
-    const r = await runScript(cli, args, {});
+  for (const [args, said] of [[["docter"], "unknown command: docter"], [["doctor", "--fast"], "unknown option: --fast"]] as const) {
+    const r = await runScript(cli, [...args], {});
     assertSame(r.code, 2, `${args.join(" ")}: ${r.stdout}${r.stderr}`);
-    assert(r.stderr.includes("usage: multi-tensor-copier doctor [--no-probe]"), r.stderr);
+    assert(r.stderr.startsWith(said) && r.stderr.includes("usage: multi-tensor-copier doctor [--no-probe]"), r.stderr);
   }
 }, { timeout: 60_000 });

@@ -165,8 +165,10 @@ static void load_driver(void) {
     void *fn = dlsym(handle, symbols[i].name);
     if (fn == NULL && !symbols[i].optional) {
       mtc_format(load_message, sizeof load_message,
-                 "the CUDA driver %s lacks %s (driver too old?)", path,
-                 symbols[i].name);
+                 "%s lacks %s: %s", path, symbols[i].name,
+                 strcmp(symbols[i].name, "cuInit") == 0
+                     ? "it is no CUDA driver (point MTC_CUDA_DRIVER at libcuda.so.1, or at the emulated driver)"
+                     : "the CUDA driver is too old for libmtc");
       load_status = MTC_ERR_NO_DRIVER;
       dlclose(handle);
       return;
