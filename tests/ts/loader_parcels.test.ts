@@ -118,9 +118,14 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
 
 const FAULT_CHILD = new URL("./fixtures/loader_parcel_fault.ts", import.meta.url).pathname;
 
-for (const mode of ["background", "own thread"]) {
-  test(`loader parcels: a copy that fails (MTC_FAULT, staged on the ${mode}) is its batch's error, with the leaf's path, the batch and the worker`, async () => {
-    const r = await runScript(FAULT_CHILD, [mode === "background" ? "background" : "own"], { MTC_FAULT: "copy-submit:2+", FAKE_CUDA_QUIET: "1" });
+// The first batch's copy fails inside the worker's prepareCopy + start
+// (a submit that fails at once), later ones in a prepared copy's start or
+// while staging: each names its leaf.
+const FAULTS = [["background", "copy-submit:2+"], ["own thread", "copy-submit:2+"], ["own thread", "copy-submit:1"], ["own thread", "device-alloc:1"]];
+
+for (const [mode, fault] of FAULTS) {
+  test(`loader parcels: a copy that fails (MTC_FAULT=${fault}, staged on the ${mode}) is its batch's error, with the leaf's path, the batch and the worker`, async () => {
+    const r = await runScript(FAULT_CHILD, [mode === "background" ? "background" : "own"], { MTC_FAULT: fault, FAKE_CUDA_QUIET: "1" });
     const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
     const line = r.stdout.split("\n").find((l) => l.startsWith("PARCEL-FAULT "));
     assert(line !== undefined, `the child reported: ${shown}`);
