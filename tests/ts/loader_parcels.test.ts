@@ -137,3 +137,23 @@ for (const [mode, fault] of FAULTS) {
     assertSame(r.code, 0, shown);
   }, { skip, timeout: 60_000 });
 }
+
+const CPU_CHILD = new URL("./fixtures/loader_cpu_child.ts", import.meta.url).pathname;
+
+// docs/LOADER.md's arena producer, to "cpu": the worker's copy gives the
+// batch leaves of its own (an arena's memory cannot move), with the
+// emulated driver (pinned arenas) and with no driver (pageable ones).
+for (const driver of ["the emulated driver", "no driver"]) {
+  test(`loader parcels: arena batches to "cpu" arrive exact, with ${driver}`, async () => {
+    const vars: Record<string, string> = driver === "no driver" ? { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" } : {};
+    const r = await runScript(CPU_CHILD, [], vars);
+    const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
+    const line = r.stdout.split("\n").find((l) => l.startsWith("LOADER-CPU "));
+    assert(line !== undefined, `the child reported: ${shown}`);
+    const { taken, wrong, error } = JSON.parse(line.slice("LOADER-CPU ".length)) as { taken: number[]; wrong: number[]; error: unknown };
+    assertSame(error, null, shown);
+    assertEquals(taken, [0, 1, 2, 3, 4, 5], "every batch, in order");
+    assertEquals(wrong, [], "each batch's leaves read back as made");
+    assertSame(r.code, 0, shown);
+  }, { skip, timeout: 60_000 });
+}

@@ -46,7 +46,7 @@ export interface LoaderOptions {
   batches?: number;
   /** Given to every producer call as `context.args`; anything postMessage can clone. */
   args?: unknown;
-  /** Options of the workers' copies (startCopy). useBackgroundThread defaults to false there. */
+  /** Options of the workers' copies (startCopy). useBackgroundThread defaults to false there, and copyHostLeaves to true in a copy to "cpu" (an arena's leaves cannot move). */
   copyOptions?: CopyOptions;
   /** Stops the loader: a next() waiting (or the next one) rejects with the signal's reason. */
   signal?: AbortSignalLike;

@@ -134,8 +134,13 @@ async function produceAll(start: StartMessage): Promise<void> {
   // worker's memory is never read after it is gone).
   const options: CopyOptions = { ...start.copyOptions };
   options.useBackgroundThread ??= false;
+  const toCpu = parseDevice(device) === DEVICE_CPU;
+  // A copy to "cpu" hands back the batch's own leaves, and an arena's or a
+  // pinned tensor's memory cannot move: the result gets leaves of its own,
+  // which move (docs/LOADER.md, "To the CPU").
+  if (toCpu) options.copyHostLeaves ??= true;
   // Prepared copies go to a device, and take every option but these.
-  const prepares = parseDevice(device) !== DEVICE_CPU && options.strict !== true && options.copyHostLeaves !== true;
+  const prepares = !toCpu && options.strict !== true && options.copyHostLeaves !== true;
   making = { worker, index: worker };
   let produce: Producer | undefined;
   let failure: unknown;
