@@ -105,6 +105,7 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   assertSame(stats.made, 20);
   assertSame(stats.taken, 20);
   assertSame(stats.waiting, 0);
+  assertSame(stats.inFlight, 0, "the stream ended: nothing in flight");
   assertSame(stats.workers.length, 2);
   for (const [w, worker] of stats.workers.entries()) {
     assertSame(worker.made, 10, `worker ${w} made its share`);
@@ -114,6 +115,26 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   assert(stats.takeMs > 0, "taking costs the consumer something");
   await loader.close();
   await assertBack(m, "20 batches");
+}, { skip });
+
+test("loader parcels: stats: inFlight is 0 once every batch of the stream was taken, after break, and after close()", async () => {
+  const m = mark();
+  const whole = loaderOf("arenaBatch", { workers: 2, depth: 3, batches: 4 });
+  for (let i = 0; i < 4; i++) disposeMoved((await whole.next()).value);
+  assertSame(whole.stats.taken, 4);
+  assertSame(whole.stats.inFlight, 0, "all 4 taken, the stream not yet told it ended: nothing more can come");
+  await whole.close();
+  const broken = loaderOf("arenaBatch", { workers: 2, depth: 3 });
+  for await (const batch of broken) {
+    disposeMoved(batch);
+    break;
+  }
+  assertSame(broken.stats.inFlight, 0, "after break");
+  const closed = loaderOf("arenaBatch", { workers: 2, depth: 3, batches: 50 });
+  disposeMoved((await closed.next()).value);
+  await closed.close();
+  assertSame(closed.stats.inFlight, 0, "after close()");
+  await assertBack(m, "three loaders");
 }, { skip });
 
 const FAULT_CHILD = new URL("./fixtures/loader_parcel_fault.ts", import.meta.url).pathname;

@@ -175,7 +175,7 @@ async function produceAll(start: StartMessage): Promise<void> {
     } catch (thrown) {
       moved = sendableError(producerError(thrown, index), index);
     }
-    if (!post(index, moved, batch, times)) return;
+    if (!post(index, moved, batch, times, produce !== undefined)) return;
   }
   making = null; // its last batch is sent
 }
@@ -219,13 +219,14 @@ function sendableError(error: Error, index: number): Moved {
 /**
  * Posts batch `index` (or its error); false once the stream ended. A batch
  * postMessage cannot clone becomes its error, naming the value; an error
- * it cannot clone becomes one of ours.
+ * it cannot clone becomes one of ours. `made` false: the error says the
+ * producer could not be loaded, and no batch was made (Loader.stats).
  */
-function post(index: number, moved: Moved, batch: unknown, times: number[] = []): boolean {
+function post(index: number, moved: Moved, batch: unknown, times: number[] = [], made = true): boolean {
   const isError = movedError(moved);
   const began = performance.now();
   try {
-    scope.postMessage({ kind: "batch", index, moved, times });
+    scope.postMessage(made ? { kind: "batch", index, moved, times } : { kind: "batch", index, moved, made });
     lastPostMs = performance.now() - began;
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.
