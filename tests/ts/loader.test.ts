@@ -133,10 +133,14 @@ test("loader: a copy's MtcError keeps its code and the leaf's path", async () =>
 test("loader: a module or export that is not there is an MtcError from the first next()", async () => {
   const missing = startLoader({ module: new URL("./fixtures/no_such_producer.ts", import.meta.url), device: "cuda:0", workers: 1 });
   await assertRejects(() => missing.next(), MtcError, "startLoader: cannot import");
+  // Its error arrived, and is no batch made.
+  assertSame(missing.stats.made, 0, "a module that failed to import made nothing");
+  assertSame(missing.stats.workers[0]!.made, 0);
   await missing.close();
   const unnamed = loaderOf("noSuchExport", { workers: 1 });
   const e = await assertRejects(() => unnamed.next(), MtcError, 'has no function export "noSuchExport"');
   assert(e.message.includes("ordered") && e.message.includes("slow"), e.message);
+  assertSame(unnamed.stats.made, 0, "an export that is not there made nothing");
   await unnamed.close();
   tally.cases++;
 }, { skip });

@@ -105,6 +105,7 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   assertSame(stats.made, 20);
   assertSame(stats.taken, 20);
   assertSame(stats.waiting, 0);
+  assertSame(stats.inFlight, 0, "the stream ended: nothing in flight");
   assertSame(stats.workers.length, 2);
   for (const [w, worker] of stats.workers.entries()) {
     assertSame(worker.made, 10, `worker ${w} made its share`);
@@ -116,11 +117,36 @@ test("loader parcels: stats: made, taken, in flight, waiting; each worker's make
   await assertBack(m, "20 batches");
 }, { skip });
 
+test("loader parcels: stats: inFlight is 0 once every batch of the stream was taken, after break, and after close()", async () => {
+  const m = mark();
+  const whole = loaderOf("arenaBatch", { workers: 2, depth: 3, batches: 4 });
+  for (let i = 0; i < 4; i++) disposeMoved((await whole.next()).value);
+  assertSame(whole.stats.taken, 4);
+  assertSame(whole.stats.inFlight, 0, "all 4 taken, the stream not yet told it ended: nothing more can come");
+  await whole.close();
+  const broken = loaderOf("arenaBatch", { workers: 2, depth: 3 });
+  for await (const batch of broken) {
+    disposeMoved(batch);
+    break;
+  }
+  assertSame(broken.stats.inFlight, 0, "after break");
+  const closed = loaderOf("arenaBatch", { workers: 2, depth: 3, batches: 50 });
+  disposeMoved((await closed.next()).value);
+  await closed.close();
+  assertSame(closed.stats.inFlight, 0, "after close()");
+  await assertBack(m, "three loaders");
+}, { skip });
+
 const FAULT_CHILD = new URL("./fixtures/loader_parcel_fault.ts", import.meta.url).pathname;
 
-for (const mode of ["background", "own thread"]) {
-  test(`loader parcels: a copy that fails (MTC_FAULT, staged on the ${mode}) is its batch's error, with the leaf's path, the batch and the worker`, async () => {
-    const r = await runScript(FAULT_CHILD, [mode === "background" ? "background" : "own"], { MTC_FAULT: "copy-submit:2+", FAKE_CUDA_QUIET: "1" });
+// The first batch's copy fails inside the worker's prepareCopy + start
+// (a submit that fails at once), later ones in a prepared copy's start or
+// while staging: each names its leaf.
+const FAULTS = [["background", "copy-submit:2+"], ["own thread", "copy-submit:2+"], ["own thread", "copy-submit:1"], ["own thread", "device-alloc:1"]];
+
+for (const [mode, fault] of FAULTS) {
+  test(`loader parcels: a copy that fails (MTC_FAULT=${fault}, staged on the ${mode}) is its batch's error, with the leaf's path, the batch and the worker`, async () => {
+    const r = await runScript(FAULT_CHILD, [mode === "background" ? "background" : "own"], { MTC_FAULT: fault, FAKE_CUDA_QUIET: "1" });
     const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
     const line = r.stdout.split("\n").find((l) => l.startsWith("PARCEL-FAULT "));
     assert(line !== undefined, `the child reported: ${shown}`);
@@ -129,6 +155,26 @@ for (const mode of ["background", "own thread"]) {
     assertEquals(taken, taken.map((_, i) => i), "the batches before it, in order");
     assert(typeof error.path === "string" && /^\.(ids|boxes|samples\[\d\])$/.test(error.path), `the error names a leaf: ${error.path} (${error.message})`);
     assertSame(error.last?.trim(), `at batch ${taken.length} in loader worker 0`, "its stack says which batch and worker");
+    assertSame(r.code, 0, shown);
+  }, { skip, timeout: 60_000 });
+}
+
+const CPU_CHILD = new URL("./fixtures/loader_cpu_child.ts", import.meta.url).pathname;
+
+// docs/LOADER.md's arena producer, to "cpu": the worker's copy gives the
+// batch leaves of its own (an arena's memory cannot move), with the
+// emulated driver (pinned arenas) and with no driver (pageable ones).
+for (const driver of ["the emulated driver", "no driver"]) {
+  test(`loader parcels: arena batches to "cpu" arrive exact, with ${driver}`, async () => {
+    const vars: Record<string, string> = driver === "no driver" ? { MTC_CUDA_DRIVER: "/nonexistent/libcuda.so.1" } : {};
+    const r = await runScript(CPU_CHILD, [], vars);
+    const shown = `code ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr.slice(-2000)}`;
+    const line = r.stdout.split("\n").find((l) => l.startsWith("LOADER-CPU "));
+    assert(line !== undefined, `the child reported: ${shown}`);
+    const { taken, wrong, error } = JSON.parse(line.slice("LOADER-CPU ".length)) as { taken: number[]; wrong: number[]; error: unknown };
+    assertSame(error, null, shown);
+    assertEquals(taken, [0, 1, 2, 3, 4, 5], "every batch, in order");
+    assertEquals(wrong, [], "each batch's leaves read back as made");
     assertSame(r.code, 0, shown);
   }, { skip, timeout: 60_000 });
 }

@@ -230,3 +230,24 @@ garbledTest("dropMoved, dropMovedFrom and ownerAlive: anything but an id is an M
   assertSame(ownerAlive(threadOwner()), true);
   assertSame(dropMovedFrom(threadOwner()), 0);
 });
+
+garbledTest("a field whose getter throws (the message's, an extra's, an error's): an MtcError saying the message could not be read, nothing taken", async () => {
+  const m = await sample();
+  const throwing = (field: string) => ({ get: () => { throw new RangeError(`no ${field}`); } });
+  for (const field of ["mtc", "parcel", "root", "template", "nums", "dims", "data", "extras"]) {
+    const e = refused(() => takeResult(Object.defineProperty({ ...m }, field, throwing(field)) as Moved), "the message could not be read");
+    assert(e.message.includes(`RangeError: no ${field}`), e.message);
+  }
+  const t = m.extras!.findIndex((e) => e !== null);
+  const extras = m.extras!.map((e, i) => (i === t ? Object.defineProperty({ ...e }, "data", throwing("data")) : e));
+  refused(() => takeResult(withFields(m, { extras })), "RangeError: no data");
+  const data = Object.defineProperty([...m.data!], 0, throwing("value"));
+  refused(() => takeResult(withFields(m, { data })), "RangeError: no value");
+  const error = moveResult(new Error("sent"));
+  refused(() => takeResult(withFields(error, { error: Object.defineProperty({ ...error.error }, "message", throwing("message")) })), "RangeError: no message");
+  // Something thrown that is no Error, and dropMoved likewise.
+  refused(() => takeResult(Object.defineProperty({ ...m }, "parcel", { get: () => { throw 7; } }) as Moved), "threw 7");
+  assertThrows(() => dropMoved(Object.defineProperty({ ...m }, "parcel", throwing("parcel")) as Moved), MtcError, "dropMoved: the message could not be read");
+  disposeAll(takeResult(m)); // as sent: taken
+  dropMoved(error);
+});

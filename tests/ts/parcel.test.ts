@@ -180,3 +180,42 @@ parcelTest("edited, replayed, stale and forged parcels are refused; the message 
   await until(() => !ownerAlive(owner));
   await expectCountersBack(before, "everything back");
 });
+
+parcelTest("a layout's first message dropped: a later one says the layout travelled in it, and drops; a second drop is harmless", async () => {
+  const before = await settledCounters();
+  const { worker, ask } = spawn();
+  const first = (await ask({ op: "copy", seed: 1 })).moved;
+  const second = (await ask({ op: "copy", seed: 2 })).moved;
+  dropMoved(first);
+  dropMoved(first);
+  const e = assertThrows(() => takeResult(second), MtcError, "has not taken");
+  assertSame(e.status, Status.MTC_ERR_INVALID_STATE);
+  assert(/travels in the first message/.test(e.message) && /dropped \(dropMoved\) or lost/.test(e.message) && /drop them too/.test(e.message), e.message);
+  dropMoved(second);
+  const { owner } = await ask({ op: "ownerOnly" });
+  worker.terminate();
+  await until(() => !ownerAlive(owner));
+  await expectCountersBack(before, "everything back");
+});
+
+parcelTest("a layout message whose field is a getter that throws: an MtcError saying it could not be read, nothing taken", async () => {
+  const before = await settledCounters();
+  const { worker, ask } = spawn();
+  const first = (await ask({ op: "copy", seed: 1 })).moved;
+  for (const field of ["shape", "data", "layout", "parcel", "mtc"]) {
+    const edited = Object.defineProperty({ ...first }, field, { get: () => { throw new RangeError(`no ${field}`); } }) as Moved;
+    const e = assertThrows(() => takeResult(edited), MtcError, "the message could not be read");
+    assertSame(e.status, Status.MTC_ERR_INVALID_ARGUMENT, e.message);
+    assert(e.message.includes(`RangeError: no ${field}`), e.message);
+  }
+  // Inside the layout: a getter on one of its fields.
+  const shape = Object.defineProperty({ ...first.shape! }, "rows", { get: () => { throw new RangeError("no rows"); } });
+  assertThrows(() => takeResult({ ...first, shape } as Moved), MtcError, "RangeError: no rows");
+  const one = takeResult(first); // nothing was taken: the message as sent takes
+  same(one, 1);
+  disposeMoved(one);
+  const { owner } = await ask({ op: "ownerOnly" });
+  worker.terminate();
+  await until(() => !ownerAlive(owner));
+  await expectCountersBack(before, "everything back");
+});

@@ -46,7 +46,7 @@ export interface LoaderOptions {
   batches?: number;
   /** Given to every producer call as `context.args`; anything postMessage can clone. */
   args?: unknown;
-  /** Options of the workers' copies (startCopy). useBackgroundThread defaults to false there. */
+  /** Options of the workers' copies (startCopy). useBackgroundThread defaults to false there, and copyHostLeaves to true in a copy to "cpu" (an arena's leaves cannot move). */
   copyOptions?: CopyOptions;
   /** Stops the loader: a next() waiting (or the next one) rejects with the signal's reason. */
   signal?: AbortSignalLike;
@@ -246,7 +246,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
       dropMoved(message.moved);
       return;
     } else {
-      this.#counters.batch(worker, message.times);
+      this.#counters.batch(worker, message.times, message.made !== false);
       this.#arrived.set(message.index, message.moved);
     }
     this.#settle();
@@ -310,7 +310,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
 
   /** Batches made, taken, in flight, waiting; each worker's make and copy time; the consumer's wait and take time (loader_stats.ts). */
   get stats(): LoaderStats {
-    return this.#counters.snapshot(this.#arrived.size);
+    return this.#counters.snapshot(this.#arrived.size, this.#closed ? 0 : this.#end - this.#next);
   }
 
   /**

@@ -58,7 +58,9 @@ export type FromWorker =
    * waits for it), or the error that batch (and the stream) ended with; the
    * milliseconds the worker spent on it (stats): making it, starting its
    * copy, moving it, waiting for its credit, and posting the batch before.
+   * `made: false`: the error says the producer could not be loaded (its
+   * module, or its export), and no batch was made.
    */
-  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly times?: readonly number[] }
+  | { readonly kind: "batch"; readonly index: number; readonly moved: Moved; readonly times?: readonly number[]; readonly made?: false }
   /** The producer returned undefined or null for batch `index`: the stream ends before it. */
   | { readonly kind: "end"; readonly index: number };

@@ -24,11 +24,11 @@ export interface LoaderWorkerStats {
 
 /** {@link Loader.stats}: batches so far, and where the time went. */
 export interface LoaderStats {
-  /** Batches the workers sent that reached this thread. */
+  /** Batches the workers sent that reached this thread (a producer's error included; a producer module that failed to load is none). */
   readonly made: number;
   /** Batches handed to the consumer. */
   readonly taken: number;
-  /** Batches the workers may make now and have not sent yet (the credits they hold). */
+  /** Batches the workers may make now and have not sent yet (the credits they hold, within the stream): 0 once the stream ended or the loader closed. */
   readonly inFlight: number;
   /** Batches that arrived and wait for the consumer's next(). */
   readonly waiting: number;
@@ -52,9 +52,10 @@ export class LoaderCounters {
   consumerWaitMs = 0;
   takeMs = 0;
   copyWaitMs = 0;
-  /** Per worker: credits given, batches sent. */
+  /** Per worker: credits given, messages of batches received, batches made (those messages less a module that failed to load). */
   readonly granted: number[] = [];
   readonly sent: number[] = [];
+  readonly madeBy: number[] = [];
   /** Per worker: the times its messages said, in TIMES order, summed. */
   readonly times: Float64Array[] = [];
 
@@ -62,14 +63,21 @@ export class LoaderCounters {
     for (let w = 0; w < workers; w++) {
       this.granted.push(0);
       this.sent.push(0);
+      this.madeBy.push(0);
       this.times.push(new Float64Array(TIMES));
     }
   }
 
-  /** Worker `w` sent a batch, with what it spent on it (make, copy, move, credit wait, the previous post). */
-  batch(w: number, times: unknown): void {
-    this.made++;
+  /**
+   * Worker `w` sent a batch, with what it spent on it (make, copy, move,
+   * credit wait, the previous post); `made` false: its producer module
+   * failed to load, and it made nothing.
+   */
+  batch(w: number, times: unknown, made: boolean): void {
     this.sent[w]!++;
+    if (!made) return;
+    this.made++;
+    this.madeBy[w]!++;
     if (!Array.isArray(times)) return;
     const sums = this.times[w]!;
     for (let i = 0; i < TIMES; i++) {
@@ -78,18 +86,19 @@ export class LoaderCounters {
     }
   }
 
-  snapshot(waiting: number): LoaderStats {
+  /** The stats now; `left`: batches of the stream not yet taken (0 once it ended or closed, Infinity when it has no end). */
+  snapshot(waiting: number, left: number): LoaderStats {
     let inFlight = 0;
     const workers: LoaderWorkerStats[] = [];
     for (let w = 0; w < this.granted.length; w++) {
       inFlight += Math.max(0, this.granted[w]! - this.sent[w]!);
       const t = this.times[w]!;
-      workers.push({ made: this.sent[w]!, makeMs: t[0]!, copyMs: t[1]!, moveMs: t[2]!, creditWaitMs: t[3]!, postMs: t[4]! });
+      workers.push({ made: this.madeBy[w]!, makeMs: t[0]!, copyMs: t[1]!, moveMs: t[2]!, creditWaitMs: t[3]!, postMs: t[4]! });
     }
     return {
       made: this.made,
       taken: this.taken,
-      inFlight,
+      inFlight: Math.min(inFlight, Math.max(0, left - waiting)), // credits past the stream's end make nothing
       waiting,
       consumerWaitMs: this.consumerWaitMs,
       takeMs: this.takeMs,

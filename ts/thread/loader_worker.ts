@@ -134,8 +134,13 @@ async function produceAll(start: StartMessage): Promise<void> {
   // worker's memory is never read after it is gone).
   const options: CopyOptions = { ...start.copyOptions };
   options.useBackgroundThread ??= false;
+  const toCpu = parseDevice(device) === DEVICE_CPU;
+  // A copy to "cpu" hands back the batch's own leaves, and an arena's or a
+  // pinned tensor's memory cannot move: the result gets leaves of its own,
+  // which move (docs/LOADER.md, "To the CPU").
+  if (toCpu) options.copyHostLeaves ??= true;
   // Prepared copies go to a device, and take every option but these.
-  const prepares = parseDevice(device) !== DEVICE_CPU && options.strict !== true && options.copyHostLeaves !== true;
+  const prepares = !toCpu && options.strict !== true && options.copyHostLeaves !== true;
   making = { worker, index: worker };
   let produce: Producer | undefined;
   let failure: unknown;
@@ -170,7 +175,7 @@ async function produceAll(start: StartMessage): Promise<void> {
     } catch (thrown) {
       moved = sendableError(producerError(thrown, index), index);
     }
-    if (!post(index, moved, batch, times)) return;
+    if (!post(index, moved, batch, times, produce !== undefined)) return;
   }
   making = null; // its last batch is sent
 }
@@ -214,13 +219,14 @@ function sendableError(error: Error, index: number): Moved {
 /**
  * Posts batch `index` (or its error); false once the stream ended. A batch
  * postMessage cannot clone becomes its error, naming the value; an error
- * it cannot clone becomes one of ours.
+ * it cannot clone becomes one of ours. `made` false: the error says the
+ * producer could not be loaded, and no batch was made (Loader.stats).
  */
-function post(index: number, moved: Moved, batch: unknown, times: number[] = []): boolean {
+function post(index: number, moved: Moved, batch: unknown, times: number[] = [], made = true): boolean {
   const isError = movedError(moved);
   const began = performance.now();
   try {
-    scope.postMessage({ kind: "batch", index, moved, times });
+    scope.postMessage(made ? { kind: "batch", index, moved, times } : { kind: "batch", index, moved, made });
     lastPostMs = performance.now() - began;
   } catch (cause) {
     // Its parcel goes back with this worker's owner: the loader drops what an ended owner sent.

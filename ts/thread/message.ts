@@ -178,6 +178,30 @@ export function damaged(call: string, what: string, path?: string): MtcError {
   return new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, `${call}: the message is damaged (not as moveResult made it): ${what}`, { path });
 }
 
+/**
+ * `read()`, where reading a message runs code of the caller's (a getter, a
+ * Proxy trap): what that code throws becomes an MtcError saying the
+ * message could not be read. All such reads come before anything is taken.
+ */
+export function readingMessage<T>(call: string, read: () => T): T {
+  try {
+    return read();
+  } catch (cause) {
+    if (cause instanceof MtcError) throw cause;
+    throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, `${call}: the message could not be read (reading it threw ${thrownText(cause)})`, { cause });
+  }
+}
+
+/** What was thrown, for a message: its name and text where they can be read without throwing. */
+function thrownText(thrown: unknown): string {
+  try {
+    if (thrown instanceof Error) return `${String(thrown.name)}: ${String(thrown.message)}`;
+  } catch {
+    // an Error-like Proxy, or getters that throw again
+  }
+  return typeof thrown === "object" && thrown !== null ? "an object" : shown(thrown);
+}
+
 /** A value of a message, for errors: short, and without running any of its code. */
 export function shown(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);

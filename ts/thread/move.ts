@@ -17,7 +17,7 @@ import { library, requireSymbol } from "../ffi/library.ts";
 import { createOwner, OWNER_PARCEL, threadOwnerId } from "../ffi/owner.ts";
 import { disposeAll } from "../tensor/dispose.ts";
 import { releasePinned } from "../tensor/host_output.ts";
-import { errorMessage, isMoved, type Moved, MOVED, shown } from "./message.ts";
+import { errorMessage, isMoved, type Moved, MOVED, readingMessage, shown } from "./message.ts";
 import { Outgoing, templateText } from "./outgoing.ts";
 import { disposeGroupOf } from "./parcel_take.ts";
 import { moveRunning } from "./parcel_out.ts";
@@ -156,6 +156,10 @@ function waitForCopies(out: Outgoing): void {
  * is never ended this way, whatever a message says).
  */
 export function dropMoved(message: Moved): void {
+  readingMessage("dropMoved", () => drop(message));
+}
+
+function drop(message: Moved): void {
   if (!isMoved(message)) throw new MtcError(Status.MTC_ERR_INVALID_ARGUMENT, "dropMoved: not a message of moveResult");
   const parcel: unknown = message.parcel; // read once
   if (!Number.isSafeInteger(parcel) || (parcel as number) < 0) {

@@ -163,7 +163,7 @@ export function takeLayoutParcel(lib: MtcLibrary, parcel: number, id: unknown, s
   if (layout === undefined) {
     throw new MtcError(
       Status.MTC_ERR_INVALID_STATE,
-      `takeResult: the message names prepared layout ${id as number}, which this thread has not taken (a layout comes with the first message of it: take the messages of one sender on one thread, in order)`,
+      `takeResult: the message names prepared layout ${id as number}, which this thread has not taken: a layout travels in the first message of its prepared copy, so take the messages of one sender on one thread, in order; if that first message was dropped (dropMoved) or lost, the later ones of that copy cannot be taken: drop them too`,
     );
   }
   if (!Array.isArray(givenData)) throw damaged("takeResult", "its data is not an array");

@@ -37,6 +37,7 @@ import {
   type Moved,
   PACKED,
   PINNED,
+  readingMessage,
   shown,
   type Template,
   TENSOR,
@@ -51,25 +52,30 @@ import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Rece
  * as an MtcError (or Error), returned, not thrown, with the sender's
  * stack. A message taken already, dropped, or kept from another process is
  * an MtcError (MTC_ERR_INVALID_STATE); one that is not as moveResult made
- * it (edited or forged) is an MtcError (MTC_ERR_INVALID_ARGUMENT, naming
- * the leaf where there is one), and nothing is taken: its parcel stays for
+ * it (edited or forged, or a field whose getter throws) is an MtcError
+ * (MTC_ERR_INVALID_ARGUMENT, naming the leaf where there is one), and
+ * nothing is taken: its parcel stays for
  * {@link dropMoved} or a take of the message as it was sent.
  */
 export function takeResult<T>(message: Moved<T>): T {
+  return readingMessage("takeResult", () => take(message)) as T;
+}
+
+function take(message: Moved): unknown {
   const m = readMessage(message);
   const lib = library();
-  if (m.layout !== undefined) return takeLayoutParcel(lib, m.parcel, m.layout, m.shape, m.data, build) as T;
+  if (m.layout !== undefined) return takeLayoutParcel(lib, m.parcel, m.layout, m.shape, m.data, build);
   if (m.error !== undefined) {
     takeParcel(lib, m.parcel, describeParcel(lib, m.parcel, 0));
-    return errorFromMessage(m.error) as T;
+    return errorFromMessage(m.error);
   }
   const template = checkedTemplate(m.template);
   const checked = checkRows(m, template, (capacity) => describeParcel(lib, m.parcel, capacity));
   takeParcel(lib, m.parcel, checked.entries);
   const leaves = makeLeaves(lib, m.nums, checked);
-  if (m.root === LEAF) return leaves[0] as T;
-  if (m.root === DATA) return m.data[0] as T;
-  return build(template, leaves, m.data) as T;
+  if (m.root === LEAF) return leaves[0];
+  if (m.root === DATA) return m.data[0];
+  return build(template, leaves, m.data);
 }
 
 /**

@@ -87,7 +87,8 @@ MTC_API mtc_status mtc_prepared_create(mtc_plan *plan, mtc_prepared **out);
  * address that differs, an address that fails its check, overlapping
  * destinations (each naming the leaf: "leaf 3: ..."); and
  * whatever mtc_plan_submit returns when it fails at once (the plan is then
- * released here, not returned). A copy that fails later is reported by
+ * released here, not returned; its message begins "leaf N: " when the
+ * plan blamed leaf N, since mtc_plan_error_leaf cannot be asked). A copy that fails later is reported by
  * poll and wait, as for any plan.
  *
  * Threads: a prepared copy is read-only once made; any number of threads

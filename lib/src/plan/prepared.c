@@ -366,10 +366,18 @@ MTC_API mtc_status mtc_prepared_submit(mtc_prepared *p, const mtc_leaf *leaves,
   plan = *out_plan;
   status = mtc_plan_submit(plan);
   if (status == MTC_OK) return MTC_OK;
-  /* Failed at once: the caller gets no plan, and the message. */
+  /* Failed at once: the caller gets no plan, and the message, which
+   * names the leaf the plan blamed (as "leaf N: ", the form of the other
+   * per-leaf messages) since the plan that held it is released here. */
   *out_plan = NULL;
   char why[MTC_ERROR_CAPACITY];
-  mtc_format(why, sizeof why, "%s", mtc_error_text());
+  int64_t leaf = mtc_plan_error_leaf(plan);
+  if (leaf >= 0 && strncmp(mtc_error_text(), "leaf ", 5) != 0) {
+    mtc_format(why, sizeof why, "leaf %llu: %s", (unsigned long long)leaf,
+               mtc_error_text());
+  } else {
+    mtc_format(why, sizeof why, "%s", mtc_error_text());
+  }
   mtc_plan_release(plan);
   return mtc_error_set_text(status, why);
 }
