@@ -284,6 +284,7 @@ setConsolidateHook(consolidate);
 export function startArenaCopy(arena: Arena, device: "cuda" | `cuda:${number}`, options?: CopyOptions): AsyncCopyHandle<DeviceTensor>;
 /** To `"cpu"` the result is a host copy of the used bytes (pinned memory), as startCopy gives. */
 export function startArenaCopy(arena: Arena, device: "cpu", options?: CopyOptions): AsyncCopyHandle<Uint8Array<ArrayBuffer>>;
+/** A device known only at run time: a DeviceTensor, or a Uint8Array when it is `"cpu"`. */
 export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor | Uint8Array<ArrayBuffer>>;
 export function startArenaCopy(arena: Arena, device: Device, options?: CopyOptions): AsyncCopyHandle<DeviceTensor | Uint8Array<ArrayBuffer>> {
   if (!(arena instanceof Arena)) {
