@@ -11,29 +11,26 @@
 #include "cuda/kernels.h"
 #include "run/into_scatter.h"
 
-/* Fills `table` (one entry per packed member, zeroed); the number of
- * entries written. */
+/* Fills `table` (one entry per packed member, zeroed) for the host chunks
+ * that a scatter launch copies; the number of entries written. */
 static uint64_t fill(mtc_segment *table, const mtc_layout *layout,
                      const mtc_leaf *leaves, const mtc_leaf *destinations,
-                     uint64_t leaf_count, const uint64_t *first) {
-  uint64_t *next = calloc(layout->chunk_count + 1, sizeof *next);
-  if (next == NULL) return 0;
+                     const mtc_chunk_members *members) {
   uint64_t written = 0;
-  for (uint64_t i = 0; i < leaf_count; i++) {
-    const mtc_placement *place = &layout->placements[i];
-    if (place->kind != MTC_PLACE_PACKED) continue;
-    const mtc_chunk *chunk = &layout->chunks[place->chunk];
-    uint64_t m = first[place->chunk] + next[place->chunk]++;
+  for (size_t c = 0; c < layout->chunk_count; c++) {
+    const mtc_chunk *chunk = &layout->chunks[c];
     if (chunk->source_device != MTC_DEVICE_CPU ||
         chunk->leaf_count < MTC_INTO_KERNEL_MIN_LEAVES) {
       continue;
     }
-    table[m].src = place->offset;
-    table[m].dst = destinations[i].address;
-    table[m].bytes = leaves[i].bytes;
-    written++;
+    for (uint64_t m = members->first[c]; m < members->first[c + 1]; m++) {
+      uint64_t leaf = members->leaves[m];
+      table[m].src = layout->placements[leaf].offset;
+      table[m].dst = destinations[leaf].address;
+      table[m].bytes = leaves[leaf].bytes;
+      written++;
+    }
   }
-  free(next);
   return written;
 }
 
@@ -74,24 +71,24 @@ mtc_block *mtc_prepared_tables_make(int32_t target, const mtc_layout *layout,
   if (target == MTC_DEVICE_CPU || destinations == NULL || layout->chunk_count == 0) {
     return NULL;
   }
-  uint64_t *first = calloc(layout->chunk_count + 1, sizeof *first);
-  if (first == NULL) return NULL;
-  for (size_t c = 0; c < layout->chunk_count; c++) {
-    first[c + 1] = first[c] + layout->chunks[c].leaf_count;
-  }
-  uint64_t members = first[layout->chunk_count];
-  mtc_segment *table = calloc(members ? members : 1, sizeof *table);
+  /* Nothing here may clobber the caller's last error: the tables are a
+   * saving, never a failure. */
+  char saved[MTC_ERROR_CAPACITY];
+  mtc_format(saved, sizeof saved, "%s", mtc_error_text());
+  mtc_chunk_members members = {NULL, NULL};
+  mtc_segment *table = NULL;
   mtc_block *block = NULL;
-  if (table != NULL &&
-      fill(table, layout, leaves, destinations, leaf_count, first) > 0) {
-    /* Probing the device and the kernels must not clobber the caller's
-     * last error: the tables are a saving, never a failure. */
-    char saved[MTC_ERROR_CAPACITY];
-    mtc_format(saved, sizeof saved, "%s", mtc_error_text());
-    block = upload(target, table, members * sizeof *table);
-    mtc_error_set_text(MTC_OK, saved);
+  uint64_t entries = 0;
+  if (mtc_chunk_members_of(layout, leaf_count, &members) == MTC_OK) {
+    entries = members.first[layout->chunk_count];
+    table = calloc(entries ? entries : 1, sizeof *table);
   }
+  if (table != NULL && fill(table, layout, leaves, destinations, &members) > 0) {
+    block = upload(target, table, entries * sizeof *table);
+  }
+  mtc_error_set_text(MTC_OK, saved);
   free(table);
-  free(first);
+  free(members.first);
+  free(members.leaves);
   return block;
 }

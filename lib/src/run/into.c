@@ -34,10 +34,6 @@
 #include "run/into_scatter.h"
 #include "run/staging.h"
 
-static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
-  return plan->destinations[leaf].address;
-}
-
 /* One device leaf into its destination on the target, on the target's
  * stream: a copy within the device, or a peer copy. */
 static mtc_status peer_leaf(mtc_transfer *t, uint64_t index) {
@@ -51,7 +47,7 @@ static mtc_status peer_leaf(mtc_transfer *t, uint64_t index) {
   status = mtc_transfer_order_after_source(t, target, plan->target);
   if (status != MTC_OK) return status;
   t->stats->copies_issued++;
-  CUdeviceptr dst = (CUdeviceptr)destination_of(plan, index);
+  CUdeviceptr dst = (CUdeviceptr)mtc_into_destination(plan, index);
   if (source == target) {
     return mtc_cuda_check(t->cu->cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)leaf->address,
                                                       (size_t)leaf->bytes,
@@ -187,7 +183,7 @@ static mtc_status plan_copy_out(mtc_transfer *t, mtc_block **chunk_blocks,
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     const mtc_leaf *leaf = &plan->leaves[i];
     if (leaf->bytes == 0 || mtc_into_direct(plan, i)) continue; /* written in place */
-    unsigned char *dst = (unsigned char *)(uintptr_t)destination_of(plan, i);
+    unsigned char *dst = (unsigned char *)(uintptr_t)mtc_into_destination(plan, i);
     mtc_stage_segment *seg = &plan->copy_out[plan->copy_out_count];
     plan->copy_out_leaves[plan->copy_out_count++] = i;
     if (leaf->device == MTC_DEVICE_CPU) {
@@ -220,7 +216,7 @@ static mtc_status copy_own_leaf(mtc_transfer *t, uint64_t i, mtc_block **own_blo
   mtc_device *target;
   mtc_status status = mtc_into_enter_target(t, &target);
   if (status != MTC_OK) return status;
-  return mtc_to_device_leaf_at(t, target, leaf, (CUdeviceptr)destination_of(plan, i));
+  return mtc_to_device_leaf_at(t, target, leaf, (CUdeviceptr)mtc_into_destination(plan, i));
 }
 
 /* One packed chunk not gathered, by its direction. */
@@ -294,7 +290,7 @@ mtc_status mtc_into_run(mtc_transfer *t, const mtc_chunk_members *members,
 void mtc_into_fill_results(mtc_plan *plan) {
   for (uint64_t i = 0; i < plan->leaf_count; i++) {
     mtc_leaf_result *r = &plan->results[i];
-    r->address = destination_of(plan, i);
+    r->address = mtc_into_destination(plan, i);
     r->block = NULL;
     r->offset = 0;
     r->device = plan->target;

@@ -19,10 +19,6 @@
  * chunks go over by DMA first, at the bus's full rate. */
 #define MTC_INTO_DIRECT_MAX_BYTES ((uint64_t)64 << 10)
 
-static uint64_t destination_of(const mtc_plan *plan, uint64_t leaf) {
-  return plan->destinations[leaf].address;
-}
-
 mtc_status mtc_into_enter_target(mtc_transfer *t, mtc_device **target) {
   mtc_status status = mtc_transfer_enter_device(t, t->plan->target, target);
   if (status != MTC_OK) return status;
@@ -86,7 +82,7 @@ mtc_status mtc_into_scatter_chunk(mtc_transfer *t, size_t c,
       uint64_t leaf = members[k];
       begin = mtc_trace_now(t->trace);
       status = mtc_cuda_check(
-          t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)destination_of(plan, leaf),
+          t->cu->cuMemcpyHtoDAsync_v2((CUdeviceptr)mtc_into_destination(plan, leaf),
                                       staged + plan->layout.placements[leaf].offset,
                                       (size_t)plan->leaves[leaf].bytes,
                                       target->stream),
@@ -103,7 +99,7 @@ mtc_status mtc_into_scatter_chunk(mtc_transfer *t, size_t c,
     mtc_segments_size_add(&size, plan->leaves[leaf].bytes);
     if (resident) continue;
     table[k].src = plan->layout.placements[leaf].offset;
-    table[k].dst = destination_of(plan, leaf);
+    table[k].dst = mtc_into_destination(plan, leaf);
     table[k].bytes = plan->leaves[leaf].bytes;
   }
   if (plan->options.use_pinned_staging && total <= MTC_INTO_DIRECT_MAX_BYTES) {

@@ -7,6 +7,11 @@
 /* Fewest packed leaves worth a kernel launch rather than one copy each. */
 #define MTC_INTO_KERNEL_MIN_LEAVES 2
 
+/* Where leaf `leaf` of an into plan goes. */
+static inline uint64_t mtc_into_destination(const mtc_plan *plan, uint64_t leaf) {
+  return plan->destinations[leaf].address;
+}
+
 /* Enters the target: copies on its stream write destinations only after
  * the caller's work queued there before submit. */
 mtc_status mtc_into_enter_target(mtc_transfer *t, mtc_device **target);

@@ -208,17 +208,20 @@ mtc_status mtc_transfer_enter_peer_copy(mtc_transfer *t, mtc_device *source,
 
 mtc_status mtc_chunk_members_group(const mtc_plan *plan,
                                       mtc_chunk_members *out) {
-  const mtc_layout *layout = &plan->layout;
+  return mtc_chunk_members_of(&plan->layout, plan->leaf_count, out);
+}
+
+mtc_status mtc_chunk_members_of(const mtc_layout *layout, uint64_t leaf_count,
+                                mtc_chunk_members *out) {
   out->first = calloc(layout->chunk_count + 1, sizeof *out->first);
-  out->leaves = malloc((plan->leaf_count ? plan->leaf_count : 1) *
-                       sizeof *out->leaves);
+  out->leaves = malloc((leaf_count ? leaf_count : 1) * sizeof *out->leaves);
   if (out->first == NULL || out->leaves == NULL) return mtc_out_of_host_memory();
   for (size_t c = 0; c < layout->chunk_count; c++) {
     out->first[c + 1] = out->first[c] + layout->chunks[c].leaf_count;
   }
   uint64_t *fill = calloc(layout->chunk_count + 1, sizeof *fill);
   if (fill == NULL) return mtc_out_of_host_memory();
-  for (uint64_t i = 0; i < plan->leaf_count; i++) {
+  for (uint64_t i = 0; i < leaf_count; i++) {
     const mtc_placement *place = &layout->placements[i];
     if (place->kind != MTC_PLACE_PACKED) continue;
     out->leaves[out->first[place->chunk] + fill[place->chunk]++] = i;

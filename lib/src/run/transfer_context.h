@@ -146,9 +146,13 @@ int mtc_peer_usable(mtc_device *accessor, mtc_device *owner);
 mtc_status mtc_transfer_enter_peer_copy(mtc_transfer *t, mtc_device *source,
                                         mtc_device **out_target);
 
-/* Groups the packed leaves by chunk. */
+/* Groups the packed leaves by chunk. On failure (out of memory) the caller
+ * still frees out->first and out->leaves. */
 mtc_status mtc_chunk_members_group(const mtc_plan *plan,
                                    mtc_chunk_members *out);
+/* The same for a layout of leaf_count leaves (a prepared copy's). */
+mtc_status mtc_chunk_members_of(const mtc_layout *layout, uint64_t leaf_count,
+                                mtc_chunk_members *out);
 
 /* Names chunk c's first leaf as the one a failure is about; the message
  * says it was not alone. */
