@@ -27,6 +27,7 @@ import { getEnv } from "../ts/base/runtime.ts";
 import { source } from "./worker_batches.ts";
 import { copyExampleBatch } from "../examples/example_batch.ts";
 import { rate, type ScenarioResult, type Series } from "./report.ts";
+import { type ThreadCpu, threadCpu } from "./thread_cpu.ts";
 
 export interface WorkerBench {
   wanted(id: string): boolean;
@@ -85,16 +86,28 @@ interface Spent {
   consumerWait: number[];
   take: number[];
   copyWait: number[];
+  /** CPU time per batch (Linux only; empty elsewhere): the main thread, all workers together, the runtime's helper threads. */
+  cpuMain: number[];
+  cpuWorkers: number[];
+  cpuHelpers: number[];
 }
 
 /** Ms per batch of each timed segment of one loader, after its warm-up, and where the time went in each. */
 async function loaderSegments(producer: string, workers: number, count: number): Promise<{ perBatch: number[]; spent: Spent }> {
   const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
   await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count, copyOptions: LOADER_COPY_OPTIONS });
-  const spent: Spent = { make: [], copy: [], move: [], creditWait: [], post: [], consumerWait: [], take: [], copyWait: [] };
+  const spent: Spent = { make: [], copy: [], move: [], creditWait: [], post: [], consumerWait: [], take: [], copyWait: [], cpuMain: [], cpuWorkers: [], cpuHelpers: [] };
   let last: LoaderStats | null = null;
+  let lastCpu: ThreadCpu | null = null;
   const onSegment = () => {
     const now = loader.stats;
+    const cpu = threadCpu();
+    if (lastCpu !== null && cpu !== null) {
+      spent.cpuMain.push((cpu.main - lastCpu.main) / count);
+      spent.cpuWorkers.push((cpu.workers - lastCpu.workers) / count);
+      spent.cpuHelpers.push((cpu.helpers - lastCpu.helpers) / count);
+    }
+    lastCpu = cpu;
     if (last !== null) {
       const sum = (s: LoaderStats, key: keyof LoaderWorkerStats) => s.workers.reduce((t, w) => t + w[key], 0);
       const made = sum(now, "made") - sum(last, "made");
@@ -124,6 +137,11 @@ function spentSeries(spent: Spent, summarize: (ms: number[]) => Series): Record<
     "consumer: next() waiting for the batch, per batch": summarize(spent.consumerWait),
     "consumer: taking the batch (copy waits included)": summarize(spent.take),
     "consumer: of which waiting for a copy still running": summarize(spent.copyWait),
+    ...(spent.cpuMain.length === 0 ? {} : {
+      "CPU per batch: the main thread": summarize(spent.cpuMain),
+      "CPU per batch: the workers together": summarize(spent.cpuWorkers),
+      "CPU per batch: the runtime's helper threads (JIT, GC)": summarize(spent.cpuHelpers),
+    }),
   };
 }
 

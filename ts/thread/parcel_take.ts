@@ -21,6 +21,7 @@ import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts"
 import { type DType, DTYPE_SIZE, DTYPES } from "../tensor/dtype.ts";
 import { ResultGroup } from "../tensor/result_group.ts";
 import { frozenShape } from "../tensor/shape.ts";
+import type { Build } from "./build.ts";
 import { checkedTemplate, damaged, DATA, KEEPS_TENSOR, LAYOUT_FIELDS, LEAF, leafPath, shown, type Template } from "./message.ts";
 
 /** A layout this thread received, checked. Leaf k is the template's k-th leaf; planLeaf[k] its index in the copy's plan. */
@@ -54,6 +55,8 @@ const RESULT_PACKED = 2;
 const TWO_32 = 4294967296;
 const info = new DataView(new ArrayBuffer(32));
 const infoBytes = new Uint8Array(info.buffer);
+/** Where C writes each leaf's result, reused by every take on this thread (read before the take returns). */
+let results = new Uint32Array(64 * RESULT_WORDS);
 
 const isIndex = (x: number) => Number.isSafeInteger(x) && x >= 0;
 
@@ -112,8 +115,6 @@ function keep(id: number, layout: HeldLayout): void {
   layouts.set(id, layout);
 }
 
-/** Containers of a template filled with leaves and data (take.ts's build). */
-type Build = (template: Template, leaves: unknown[], data: unknown[]) => unknown;
 
 /** One reference a parcel holds, as C describes it. */
 interface Held {
@@ -210,7 +211,8 @@ function settle(lib: MtcLibrary, plan: number, layout: HeldLayout, data: unknown
   }
   const count = layout.leaves;
   if (Number(sym.mtc_plan_leaf_count(plan)) !== count) throw damaged("takeResult", `its layout holds ${count} leaves but its copy ${Number(sym.mtc_plan_leaf_count(plan))}`);
-  const words = new Uint32Array(Math.max(1, count) * RESULT_WORDS);
+  if (results.length < count * RESULT_WORDS) results = new Uint32Array(count * RESULT_WORDS);
+  const words = results;
   status = sym.mtc_plan_results(plan, 0, count, words);
   if (status !== Status.MTC_OK) throw new MtcError(status, `takeResult: ${sym.mtc_plan_last_error(plan) || statusName(status)}`);
   // Each distinct block once (a batch has a few): its bytes and device from C, every leaf in it checked against them.

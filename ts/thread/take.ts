@@ -21,8 +21,6 @@ import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts"
 import { DTYPES } from "../tensor/dtype.ts";
 import { pinnedBuffer, releasePinned } from "../tensor/host_output.ts";
 import {
-  ARRAY,
-  BARE_OBJECT,
   checkedError,
   checkedTemplate,
   DATA,
@@ -33,7 +31,6 @@ import {
   isMoved,
   KEEPS_TENSOR,
   LEAF,
-  MAP,
   type Moved,
   PACKED,
   PINNED,
@@ -42,6 +39,7 @@ import {
   type Template,
   TENSOR,
 } from "./message.ts";
+import { build } from "./build.ts";
 import { takeLayoutParcel } from "./parcel_take.ts";
 import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Received } from "./take_rows.ts";
 
@@ -214,43 +212,4 @@ function deviceLeaf(nums: Float64Array, at: number, shape: readonly number[], by
   holder!.acquire();
   const offset = nums[at + F.offset]!;
   return makeDeviceTensor(e.address + offset, shape, dtype, e.device, bytes, e.block, offset, (flags & PACKED) !== 0, holder, keepsTensor);
-}
-
-/** The containers of `template`, filled with the leaves and the data in the order the sender visited them. */
-function build(template: Template, leaves: unknown[], data: unknown[]): unknown {
-  const containers = template.containers;
-  const count = containers.length;
-  const made = new Array<unknown>(count);
-  for (let c = 0; c < count; c++) {
-    const kind = containers[c]![0];
-    made[c] = kind === ARRAY ? [] : kind === MAP ? new Map() : kind === BARE_OBJECT ? Object.create(null) : {};
-  }
-  let leaf = 0;
-  let datum = 0;
-  const value = (code: number) => (code === LEAF ? leaves[leaf++] : code === DATA ? data[datum++] : made[code]);
-  for (let c = 0; c < count; c++) {
-    const entries = containers[c]!;
-    const kind = entries[0];
-    const out = made[c];
-    if (kind === ARRAY) {
-      const array = out as unknown[];
-      for (let i = 1; i < entries.length; i++) array.push(value(entries[i] as number));
-    } else if (kind === MAP) {
-      const map = out as Map<unknown, unknown>;
-      for (let i = 1; i < entries.length; i += 2) {
-        const key = value(entries[i] as number);
-        map.set(key, value(entries[i + 1] as number));
-      }
-    } else {
-      const object = out as Record<string, unknown>;
-      for (let i = 1; i < entries.length; i += 2) {
-        const key = entries[i] as string;
-        const v = value(entries[i + 1] as number);
-        // "__proto__" assigned would set the prototype: an own key, as the sender had it.
-        if (key === "__proto__") Object.defineProperty(object, key, { value: v, writable: true, enumerable: true, configurable: true });
-        else object[key] = v;
-      }
-    }
-  }
-  return made[0];
 }
