@@ -25,6 +25,8 @@ import { ARRAY, DATA, KEEPS_TENSOR, LEAF, type LayoutShape, MAP, MOVED, type Mov
 /** A layout encoded, and the id it was sent under (0: not sent yet). */
 interface SentLayout {
   readonly shape: LayoutShape;
+  /** How many pass-through values (and Map keys) a batch of it carries: none, for most, and then no walk. */
+  readonly data: number;
   id: number;
 }
 
@@ -78,7 +80,7 @@ export function moveRunning<T>(handle: AsyncCopyHandle<T>, sender: number): Move
     sender,
     layout: sent.id,
     shape: first ? sent.shape : undefined,
-    data: passValues(copy.template, copy.root),
+    data: sent.data === 0 ? [] : passValues(copy.template, copy.root),
   } as Moved<T>;
 }
 
@@ -102,25 +104,29 @@ function moveRefs(record: PlanRecord, parcel: number): void {
 function layoutOf(template: Template): SentLayout {
   let sent = sentLayouts.get(template);
   if (sent === undefined) {
-    sent = { shape: encode(template), id: 0 };
+    sent = { ...encode(template), id: 0 };
     sentLayouts.set(template, sent);
   }
   return sent;
 }
 
-/** The template's containers breadth first (as message.ts numbers them), and its leaves in that order. */
-function encode(template: Template): LayoutShape {
+/** The template's containers breadth first (as message.ts numbers them), and its leaves in that order; and how many values a batch of it passes through. */
+function encode(template: Template): { shape: LayoutShape; data: number } {
   const nodes: ContainerNode[] = [];
   const containers: (string | number)[][] = [];
   const rows: number[] = [];
   const dims: number[] = [];
+  let data = 0;
   const code = (node: TemplateNode): number => {
     if (node.what === CONTAINER) {
       nodes.push(node);
       containers.push([node.kind === PATH_ARRAY ? ARRAY : node.kind === PATH_MAP ? MAP : OBJECT]);
       return nodes.length - 1;
     }
-    if (node.what === PASS) return DATA;
+    if (node.what === PASS) {
+      data++;
+      return DATA;
+    }
     if (node.what === REUSED) throw new MtcError(Status.MTC_ERR_INTERNAL, "moveResult: a leaf placed as it is has no place in a parcel");
     rows.push(node.index, DTYPE_CODE[node.dtype], node.tensor ? KEEPS_TENSOR : 0, node.shape.length);
     for (const n of node.shape) dims.push(n);
@@ -132,11 +138,14 @@ function encode(template: Template): LayoutShape {
     const entries = containers[c]!;
     node.children.forEach((child, i) => {
       if (node.kind === PATH_ARRAY) entries.push(code(child));
-      else if (node.kind === PATH_MAP) entries.push(DATA, code(child));
+      else if (node.kind === PATH_MAP) {
+        data++; // its key
+        entries.push(DATA, code(child));
+      }
       else entries.push(node.keys[i] as string, code(child));
     });
   }
-  return { template: JSON.stringify(containers), root, rows: new Float64Array(rows), dims: new Float64Array(dims) };
+  return { shape: { template: JSON.stringify(containers), root, rows: new Float64Array(rows), dims: new Float64Array(dims) }, data };
 }
 
 /**
