@@ -138,7 +138,7 @@ export class Arena {
 
   /**
    * Takes the next `bytes` of the current batch at ARENA_ALIGNMENT: their
-   * offset in {@link Arena.#batchBuffer} (a number, not an object with the
+   * offset in the batch's buffer (a number, not an object with the
    * buffer: arenas hand out tensors by the hundred a batch).
    */
   #take(call: string, bytes: number): number {
