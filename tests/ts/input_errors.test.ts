@@ -91,6 +91,30 @@ inputTest("shape errors show the extents as given: strings quoted, other values 
   invalid(() => copyInto({ a: new Tensor(new Float32Array(6), [3, 2]) }, { a: d }), "the destination's shape is [2, 3] but the leaf's is [3, 2]");
 });
 
+inputTest("a Tensor reads its shape's length and each extent once, keeps a frozen copy, and never the caller's array", () => {
+  const reads: string[] = [];
+  const shape = new Proxy([2, 3], {
+    get(target, key, receiver) {
+      if (typeof key === "string") reads.push(key);
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const t = new Tensor(new Float32Array(6), shape);
+  assertEquals(reads, ["length", "0", "1"], "no species, no second read");
+  assertEquals([...t.shape], [2, 3]);
+  assert(Object.isFrozen(t.shape) && t.shape !== shape);
+  // An extent that changes on each read: what was checked (6 elements) is what is kept.
+  let n = 0;
+  const shifty = [2, 0];
+  Object.defineProperty(shifty, 1, { get: () => (n++ === 0 ? 3 : -1) });
+  assertEquals([...new Tensor(new Float32Array(6), shifty).shape], [2, 3]);
+  // A frozen shape of the library's (another Tensor's) and a subclass of Array are taken as their extents.
+  class Dims extends Array<number> {}
+  assertEquals([...new Tensor(new Uint8Array(6), t.shape, "bool").shape], [2, 3]);
+  assertEquals([...new Tensor(new Uint8Array(6), Dims.from([3, 2])).shape], [3, 2]);
+  invalid(() => new Tensor(new Float32Array(4), Object.freeze([2, "2"]) as never), 'invalid shape [2, "2"]');
+});
+
 inputTest("a broadcast Tensor with more elements than a number holds exactly is refused when made, and at the copy", () => {
   const one = new Float32Array(1);
   // 2^27 x 2^27 float32 elements: 2^56 bytes, past 2^53 - 1; size and byteLength could not be exact.

@@ -144,6 +144,42 @@ pinnedTest("an arena disposed while a copy reads it: the copy completes exactly,
   assertThrows(() => arena.tensor("uint8", [1]), MtcError, "disposed");
 });
 
+pinnedTest("Arena.array and Arena.tensor: each dtype's storage at 16-byte steps; bad input refused with MtcError, nothing taken", () => {
+  using arena = Arena.create(4096);
+  const kinds: [string, string, number][] = [
+    ["float32", "Float32Array", 3], ["int64", "BigInt64Array", 3], ["uint8", "Uint8Array", 3], ["bool", "Uint8Array", 3],
+    ["int32", "Int32Array", 3], ["float64", "Float64Array", 3], ["complex64", "Float32Array", 6], ["complex128", "Float64Array", 6],
+    ["int16", "Int16Array", 3], ["bfloat16", "Uint16Array", 3], ["uint64", "BigUint64Array", 3],
+  ];
+  for (const [dtype, kind, values] of kinds) {
+    const used = arena.used;
+    const a = arena.array(dtype as "float32", 3);
+    assertSame(a.constructor.name, kind, dtype);
+    assertSame(a.length, values, dtype);
+    assertSame(a.byteOffset, Math.ceil(used / 16) * 16, `${dtype} at the next multiple of 16`);
+  }
+  const used = arena.used;
+  const bad = (fn: () => unknown, code: string, includes: string) => {
+    const e = assertThrows(fn, MtcError, includes);
+    assertSame(e.code, code, e.message);
+    assertSame(arena.used, used, "nothing taken");
+  };
+  for (const length of [-1, 1.5, NaN, "3", 2 ** 53]) {
+    bad(() => arena.array("float32", length as number), "MTC_ERR_INVALID_ARGUMENT", "Arena.array: the length must be an integer >= 0");
+  }
+  bad(() => arena.array("float33" as "float32", 3), "MTC_ERR_INVALID_ARGUMENT", 'Arena.array: unknown dtype "float33"');
+  bad(() => arena.array("complex128", 2 ** 50), "MTC_ERR_INVALID_ARGUMENT", "Arena.array: shape [1125899906842624] of complex128 is too large");
+  bad(() => arena.array("int8", 4097), "MTC_ERR_OUT_OF_MEMORY", "Arena.array: 4097 bytes do not fit the arena");
+  bad(() => arena.tensor("float32", [2, -1]), "MTC_ERR_INVALID_ARGUMENT", "Arena.tensor: the shape must be an array of integers >= 0, got [2, -1]");
+  bad(() => arena.tensor("float64", [2 ** 26, 2 ** 26]), "MTC_ERR_INVALID_ARGUMENT", "Arena.tensor: shape [67108864, 67108864] of float64 is too large");
+  bad(() => arena.tensor("int16", [2048, 2]), "MTC_ERR_OUT_OF_MEMORY", "Arena.tensor: 8192 bytes do not fit the arena");
+  const t = arena.tensor("complex64", [2, 2]);
+  assertEquals([t.dtype, [...t.shape], t.data.length, t.size], ["complex64", [2, 2], 8, 4]);
+  arena.dispose();
+  const e = assertThrows(() => arena.array("uint8", 1), MtcError, "Arena.array: the arena was disposed");
+  assertSame(e.code, "MTC_ERR_INVALID_STATE");
+});
+
 pinnedTest("consolidate writes a nested batch into the arena; the whole arena goes as one copy with twins", async () => {
   using arena = Arena.create(1 << 20);
   const batch = makeExampleBatch(2);

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type DType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
+import { type DType, DTYPE_SIZE, isDType, naturalDType, type StorageFor, type TypedArray, valuesPerElement, viewStorage } from "./dtype.ts";
 import { constructedShape, releasedData, Tensor, trustedTensor } from "./tensor.ts";
 import {
   type DeviceTensor,
@@ -21,7 +21,7 @@ import {
   tensorDisposed,
   tensorOffset,
 } from "./device_tensor.ts";
-import { vectorShape } from "./shape.ts";
+import { tooLarge, vectorShape } from "./shape.ts";
 import { pinnedBuffer, releasePinned } from "./host_output.ts";
 import { allocatePinnedBlock, checkedLayout, type PinnedOptions, readPinnedOptions } from "./pinned.ts";
 import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts";
@@ -136,8 +136,12 @@ export class Arena {
     return requireSymbol("mtc_block_busy", "Arena")(this.#block) !== 0;
   }
 
-  /** The next `bytes` of the current batch's buffer, at ARENA_ALIGNMENT: its offset. */
-  #take(call: string, bytes: number): { buffer: ArrayBuffer; offset: number } {
+  /**
+   * Takes the next `bytes` of the current batch at ARENA_ALIGNMENT: their
+   * offset in the batch's buffer (a number, not an object with the
+   * buffer: arenas hand out tensors by the hundred a batch).
+   */
+  #take(call: string, bytes: number): number {
     if (this.#disposed) throw new MtcError(Status.MTC_ERR_INVALID_STATE, `${call}: the arena was disposed`);
     const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
     if (offset + bytes > this.#capacity) {
@@ -147,7 +151,7 @@ export class Arena {
       );
     }
     this.#used = offset + bytes;
-    return { buffer: this.#batchBuffer(), offset };
+    return offset;
   }
 
   /**
@@ -173,16 +177,19 @@ export class Arena {
   /** The next tensor of `dtype` and `shape` in the arena, contents undefined. */
   tensor<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D, StorageFor<D>> {
     const layout = checkedLayout("Arena.tensor", dtype, shape);
-    const { buffer, offset } = this.#take("Arena.tensor", layout.bytes);
-    return trustedTensor(viewStorage(dtype, buffer, offset, layout.elements)!, layout.shape, dtype);
+    const offset = this.#take("Arena.tensor", layout.bytes);
+    return trustedTensor(viewStorage(dtype, this.#batchBuffer(), offset, layout.elements)!, layout.shape, dtype);
   }
 
   /** The next typed array of `length` elements of `dtype` (its natural kind) in the arena. */
   array<D extends DType>(dtype: D, length: number): StorageFor<D> {
     if (!Number.isSafeInteger(length) || length < 0) throw invalidArgument(`Arena.array: the length must be an integer >= 0, got ${showValue(length)}`);
-    const layout = checkedLayout("Arena.array", dtype, [length]);
-    const { buffer, offset } = this.#take("Arena.array", layout.bytes);
-    return viewStorage(dtype, buffer, offset, layout.elements)! as StorageFor<D>;
+    // checkedLayout's checks for the shape [length], without making one.
+    if (!isDType(dtype)) throw invalidArgument(`Arena.array: unknown dtype ${showValue(dtype)}`);
+    const bytes = length * DTYPE_SIZE[dtype];
+    if (!Number.isSafeInteger(bytes)) throw invalidArgument(`Arena.array: ${tooLarge([length], dtype, length, DTYPE_SIZE[dtype])}`);
+    const offset = this.#take("Arena.array", bytes);
+    return viewStorage(dtype, this.#batchBuffer(), offset, length)! as StorageFor<D>;
   }
 
   /**

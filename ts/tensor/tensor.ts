@@ -21,7 +21,7 @@ import { checkOptionNames, invalidArgument, showValue } from "../base/errors.ts"
 import { defineInspect } from "../base/inspect.ts";
 import { markClass } from "../base/copy_identity.ts";
 import { bufferUnder, viewByteLength } from "../base/views.ts";
-import { frozenShape, showShape, tooLarge } from "./shape.ts";
+import { frozenShape, shapeEntries, showShape, tooLarge } from "./shape.ts";
 import { denseStrides, isDenseLayout, layoutProblem, type TensorLayout } from "./strides.ts";
 
 /**
@@ -138,7 +138,7 @@ export class Tensor<D extends DType = DType, A extends DataFor<D> = DataFor<D>> 
     if (!Array.isArray(shape)) {
       throw invalidArgument(`Tensor shape must be an array of integers, got ${showValue(shape)}`);
     }
-    shape = shape.slice(); // each extent read once: what is checked is what is kept
+    shape = shapeEntries(shape) as number[]; // each extent read once: what is checked is what is kept
     let count = 1;
     for (const extent of shape) {
       if (!Number.isSafeInteger(extent) || extent < 0) {
