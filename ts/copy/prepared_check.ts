@@ -12,7 +12,7 @@
 
 import { otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, invalidState, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
-import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
+import { isDetached, isResizable, viewBuffer, viewByteLength, viewByteOffset, viewKind, viewSlice, viewSubarray } from "../base/views.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { naturalDType, storageElementBytes, storageProblem, type TypedArray } from "../tensor/dtype.ts";
 import { showShape } from "../tensor/shape.ts";
@@ -52,11 +52,16 @@ export interface BatchRead {
   /** Leaf i's output container (null: the root). */
   readonly places: (object | null)[];
   readonly pointerOf: PointerOf | null;
+  /** Reads the address of a pinned buffer's first leaf (whatever pointerOf is). */
+  readonly basePointerOf: PointerOf;
   readonly target: number;
   /** Leaves whose pinned flag differs from the sample's. */
   flagsChanged: number;
+  /** The buffer of the host leaf read last, and what is known of it: resizable, pinned, the address of its byte 0 (-1: not read yet). */
   lastBuffer: ArrayBufferLike | null;
+  lastResizable: boolean;
   lastPinned: boolean;
+  lastBase: number;
   readonly cache: LeafCache | null;
   /** Leaf i's view whose address is still to be read in bulk (undefined: known, or none). */
   readonly bulk: (TypedArray | undefined)[];
@@ -69,10 +74,18 @@ export interface BatchRead {
 }
 
 /** A read of one batch of `count` leaves into `words`, for a copy to `target`. */
-export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number, cache: LeafCache | null): BatchRead {
+export function newBatchRead(
+  t: Traversal,
+  words: Uint32Array,
+  count: number,
+  pointerOf: PointerOf | null,
+  basePointerOf: PointerOf,
+  target: number,
+  cache: LeafCache | null,
+): BatchRead {
   return {
-    t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
-    cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
+    t, words, places: new Array(count), pointerOf, basePointerOf, target, flagsChanged: 0,
+    lastBuffer: null, lastResizable: false, lastPinned: false, lastBase: -1, cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
   };
 }
 
@@ -284,8 +297,11 @@ function readLeaf(node: LeafNode, v: unknown, r: BatchRead): void {
     const shape = v.shape;
     if (dtype !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${showValue(dtype)} now`);
     if (!sameShape(shape, node.shape)) throw shapeDiffers(node, shape);
-    const storage = storageProblem(source, dtype);
-    if (storage !== undefined) throw invalidArgument(storage, node.path);
+    // The sample's kind of array stores this dtype: only another kind needs the full check.
+    if (viewKind(source) !== node.storageKind) {
+      const storage = storageProblem(source, dtype);
+      if (storage !== undefined) throw invalidArgument(storage, node.path);
+    }
     if (node.what === HOST) {
       if (strides !== undefined) throw differs(node.path, "a dense Tensor in the sample, a strided one now");
       const offset = v.offset;
@@ -313,24 +329,29 @@ function stridedView(node: LeafNode, leaf: Tensor, data: TypedArray, strides: re
   return viewSubarray(data, node.begin, node.end);
 }
 
-/** Writes host leaf i's descriptor: its address (Bun) or its view for the bulk read (Deno), and the pinned flag. */
+/**
+ * Writes host leaf i's descriptor: its address, or its view for the bulk
+ * read, and the pinned flag. A leaf in pinned memory of the library's (an
+ * arena's batch, a pinned tensor) lies at a fixed address: its buffer's,
+ * read once a buffer, plus its offset, with no call to C a leaf.
+ */
 function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: Uint8Array | null): void {
   const i = node.index;
   const c = r.cache;
-  if (c !== null && node.bytes > 0 && c.views[i] === data) return knownLeaf(i, data, r, c, sampleFlags);
+  const cached = c === null ? undefined : c.views[i];
+  if (cached === data && node.bytes > 0) return knownLeaf(i, data, r, c!, sampleFlags);
   const buffer = viewBuffer(data); // reading it keeps a small array's storage where it is (Bun, V8)
+  if (buffer !== r.lastBuffer) enterBuffer(r, buffer);
+  if (r.lastPinned && !r.lastResizable && node.bytes > 0) {
+    if (cached !== undefined) c!.views[i] = undefined; // this slot's array changed: the cached one no longer is its
+    if (r.lastBase < 0) r.lastBase = r.basePointerOf(data, true) - viewByteOffset(data);
+    return writeHost(i, r.lastBase + viewByteOffset(data), LEAF_PINNED, r, sampleFlags);
+  }
   const read = data;
-  let resizable = false;
+  const resizable = node.bytes > 0 && r.lastResizable;
   if (node.bytes === 0) checkReadable(node, data, buffer);
-  else if (isResizable(buffer)) {
-    data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
-    resizable = true;
-  }
+  else if (resizable) data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
   r.t.views[i] = data;
-  if (buffer !== r.lastBuffer) {
-    r.lastBuffer = buffer;
-    r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
-  }
   const flag = r.lastPinned ? LEAF_PINNED : 0;
   const address = r.pointerOf === null || node.bytes === 0 ? 0 : r.pointerOf(data, true);
   if (r.pointerOf === null && node.bytes > 0) r.bulk[i] = data;
@@ -344,6 +365,14 @@ function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: U
     }
   }
   writeHost(i, address, flag, r, sampleFlags);
+}
+
+/** What hostLeaf keeps of the buffer its leaves now come from (leaves of one buffer come in runs). */
+function enterBuffer(r: BatchRead, buffer: ArrayBufferLike): void {
+  r.lastBuffer = buffer;
+  r.lastResizable = isResizable(buffer);
+  r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
+  r.lastBase = -1;
 }
 
 /** A host leaf that is the array the last batch had here: its address and buffer as they were. */

@@ -102,7 +102,7 @@ export function readPrepared(
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
   const count = template.leaves.length;
-  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
+  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, lib.backend.pointerOf, target, cache);
   try {
     const root = readBatch(template, batch, r, sampleFlags);
     if (bulk) writeAddressesOf(lib, words, r.bulk, count);

@@ -69,6 +69,8 @@ export interface LeafNode {
   readonly offset: number;
   readonly dataBytes: number;
   readonly storageSize: number;
+  /** HOST and STRIDED Tensors: the kind of array the sample's data is (one that stores its dtype). */
+  readonly storageKind: string | undefined;
   readonly begin: number;
   readonly end: number;
   /** STRIDED with bytes > 0 and extents > 1: its mtc_leaf_layout. */
@@ -195,7 +197,7 @@ function reused(template: Template, path: string, kind: ReusedNode["kind"]): Reu
 }
 
 const LEAF_DEFAULTS = {
-  device: DEVICE_CPU, keepsTensor: false, strides: null, offset: 0, dataBytes: 0, storageSize: 0, begin: 0, end: 0, layout: null,
+  device: DEVICE_CPU, keepsTensor: false, strides: null, offset: 0, dataBytes: 0, storageSize: 0, storageKind: undefined, begin: 0, end: 0, layout: null,
 } as const;
 
 function addLeaf(template: Template, parent: ContainerNode | null, key: unknown, leaf: LeafNode): LeafNode {
@@ -224,7 +226,7 @@ function hostNode(template: Template, leaf: Tensor, path: string, parent: Contai
   const shape = shapeOf(leaf, leaf.shape, path);
   const bytes = elementCount(shape) * DTYPE_SIZE[dtype];
   if (viewByteLength(data) !== bytes) throw sampleError(path, "the Tensor's data does not hold what its shape and dtype say");
-  return addLeaf(template, parent, key, { ...LEAF_DEFAULTS, what: HOST, path, index: 0, tensor: true, dtype, shape, bytes });
+  return addLeaf(template, parent, key, { ...LEAF_DEFAULTS, what: HOST, path, index: 0, tensor: true, dtype, shape, bytes, storageKind: viewKind(data) });
 }
 
 function stridedNode(template: Template, leaf: Tensor, path: string, parent: ContainerNode | null, key: unknown): LeafNode {
@@ -252,7 +254,7 @@ function stridedNode(template: Template, leaf: Tensor, path: string, parent: Con
   const bytes = elements * elementSize;
   const node = addLeaf(template, parent, key, {
     ...LEAF_DEFAULTS, what: STRIDED, path, index: 0, tensor: true, dtype, shape, bytes,
-    strides: frozenStrides, offset, dataBytes, storageSize, begin: begin * lanes, end: end * lanes,
+    strides: frozenStrides, offset, dataBytes, storageSize, storageKind: viewKind(data), begin: begin * lanes, end: end * lanes,
   });
   if (bytes > 0 && layout.shape.length > 0) {
     (node as { layout: StridedLeaf }).layout = { index: node.index, shape: layout.shape, byteStrides: layout.byteStrides };
