@@ -193,11 +193,13 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead): unknown {
     const keys = Object.keys(v);
     const expected = node.keys as string[];
     if (keys.length !== n || !sameKeys(keys, expected)) throw differs(node.path, keysDiffer(expected, keys));
-    const out: Record<string, unknown> = {};
+    // A copy of the template's blank (its keys, in order), so that only containers and pass-through values are stored.
+    const out: Record<string, unknown> = { ...node.blank };
     const input = v as Record<string, unknown>;
     for (let i = 0; i < n; i++) {
       const key = expected[i]!;
       const placed = read(children[i]!, input[key], r, out);
+      if (placed === undefined) continue; // a leaf: the key keeps its place
       if (key === "__proto__") setValue(out, OBJECT, key, placed);
       else out[key] = placed;
     }

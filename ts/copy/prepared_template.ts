@@ -46,6 +46,8 @@ export interface ContainerNode {
   readonly keys: readonly unknown[];
   readonly length: number;
   readonly children: readonly TemplateNode[];
+  /** Object: a plain object with its keys in order, each undefined, that a batch's output copies (null for the rest). */
+  readonly blank: Readonly<Record<string, undefined>> | null;
 }
 
 export interface LeafNode {
@@ -182,13 +184,20 @@ function nodeOf(
     return { what: PASS, path };
   }
   if (depth >= MAX_DEPTH) throw sampleError(path, `the batch nests deeper than ${MAX_DEPTH} containers; copy it with startCopy`);
-  const node: ContainerNode = { what: CONTAINER, path, kind, keys, length: values.length, children: [] };
+  const node: ContainerNode = { what: CONTAINER, path, kind, keys, length: values.length, children: [], blank: kind === OBJECT ? blankOf(keys as string[]) : null };
   const here: PathNode = { parent: at, key, kind };
   const children = node.children as TemplateNode[];
   for (let i = 0; i < values.length; i++) {
     children.push(nodeOf(template, values[i], target, here, kind === ARRAY ? i : keys[i], node, depth + 1));
   }
   return node;
+}
+
+/** A plain object with `keys`, in order, each undefined ("__proto__" an own key too). */
+function blankOf(keys: readonly string[]): Record<string, undefined> {
+  const blank: Record<string, undefined> = {};
+  for (const key of keys) Object.defineProperty(blank, key, { value: undefined, writable: true, enumerable: true, configurable: true });
+  return blank;
 }
 
 function reused(template: Template, path: string, kind: ReusedNode["kind"]): ReusedNode {
