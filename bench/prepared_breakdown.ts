@@ -16,7 +16,8 @@
 
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
 import { writeAddressesOf } from "../ts/copy/describe.ts";
-import { commitCache, newBatchRead, newLeafCache, readBatch } from "../ts/copy/prepared_check.ts";
+import { readBatch } from "../ts/copy/prepared_check.ts";
+import { commitCache, newBatchRead, newLeafCache } from "../ts/copy/prepared_host.ts";
 import { settlePreparedDevice } from "../ts/copy/prepared_result.ts";
 import { buildTemplate } from "../ts/copy/prepared_template.ts";
 import { Traversal } from "../ts/copy/traversal.ts";

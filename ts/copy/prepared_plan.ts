@@ -18,7 +18,8 @@ import { openScopes } from "../gpu/stream.ts";
 import { Traversal } from "./traversal.ts";
 import { putLeaf, writeAddressesOf } from "./describe.ts";
 import { DTYPE_SIZE } from "../tensor/dtype.ts";
-import { type BatchRead, commitCache, type LeafCache, newBatchRead, readBatch } from "./prepared_check.ts";
+import { readBatch } from "./prepared_check.ts";
+import { type BatchRead, commitCache, type LeafCache, newBatchRead } from "./prepared_host.ts";
 import type { Template } from "./prepared_template.ts";
 
 const outWords = new Uint32Array(2);
