@@ -248,14 +248,21 @@ test("leaves of two arenas and pinned tensors, interleaved: each read from its o
     first.tryReset();
     second.tryReset();
     const leaves: (Tensor | TypedArray)[] = [];
+    // Runs of one, two and three leaves of a buffer: a run's later leaves are read from its first's buffer address.
     for (let i = 0; i < 4; i++) {
-      const a = first.array("float32", 5 + i);
-      a.set(patterned(Float32Array, 5 + i, seed + i));
-      const b = second.tensor("int32", [3, 1 + i]);
-      (b.data as Int32Array).set(patterned(Int32Array, 3 + 3 * i, seed + 10 + i));
+      for (let k = 0; k < 3; k++) {
+        const a = first.array("float32", 5 + i + k);
+        a.set(patterned(Float32Array, 5 + i + k, seed + i * 3 + k));
+        leaves.push(a);
+      }
+      for (let k = 0; k < 2; k++) {
+        const b = second.tensor("int32", [3, 1 + i + k]);
+        (b.data as Int32Array).set(patterned(Int32Array, 3 * (1 + i + k), seed + 10 + i * 2 + k));
+        leaves.push(b);
+      }
       const p = pinnedTensor("int16", [2 + i]);
       (p.data as Int16Array).set(patterned(Int16Array, 2 + i, seed + 20 + i));
-      leaves.push(a, b, p);
+      leaves.push(p);
     }
     return leaves;
   };

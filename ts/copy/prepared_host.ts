@@ -21,6 +21,9 @@ import type { Traversal } from "./traversal.ts";
 
 const LEAF_WORDS = LEAF_BYTES / 4;
 const TWO_32 = 4294967296;
+/** BatchRead.lastBase before a pinned buffer's first leaf, and after it. */
+const NO_BASE = -1;
+const ONE_LEAF = -2;
 
 /**
  * What a prepared copy remembers of each host leaf from one batch to the
@@ -54,7 +57,11 @@ export interface BatchRead {
   readonly target: number;
   /** Leaves whose pinned flag differs from the sample's. */
   flagsChanged: number;
-  /** The buffer of the host leaf read last, and what is known of it: resizable, pinned, the address of its byte 0 (-1: not read yet). */
+  /**
+   * The buffer of the host leaf read last, and what is known of it:
+   * resizable, pinned, the address of its byte 0 (NO_BASE: its first leaf
+   * has its address read as any other's; ONE_LEAF: that was done once).
+   */
   lastBuffer: ArrayBufferLike | null;
   lastResizable: boolean;
   lastPinned: boolean;
@@ -82,7 +89,7 @@ export function newBatchRead(
 ): BatchRead {
   return {
     t, words, places: new Array(count), pointerOf, basePointerOf, target, flagsChanged: 0,
-    lastBuffer: null, lastResizable: false, lastPinned: false, lastBase: -1, cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
+    lastBuffer: null, lastResizable: false, lastPinned: false, lastBase: NO_BASE, cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
   };
 }
 
@@ -107,7 +114,9 @@ export function differs(path: string, why: string): Error {
  * Writes host leaf i's descriptor: its address, or its view for the bulk
  * read, and the pinned flag. A leaf in pinned memory of the library's (an
  * arena's batch, a pinned tensor) lies at a fixed address: its buffer's,
- * read once a buffer, plus its offset, with no call to C a leaf.
+ * read at its second leaf, plus its offset, with no call to C a leaf (a
+ * buffer of one leaf costs no more than before: a pointer read alone is
+ * slower than one in bulk in Deno).
  */
 export function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: Uint8Array | null): void {
   const i = node.index;
@@ -116,11 +125,12 @@ export function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleF
   if (cached === data && node.bytes > 0) return knownLeaf(i, data, r, c!, sampleFlags);
   const buffer = viewBuffer(data); // reading it keeps a small array's storage where it is (Bun, V8)
   if (buffer !== r.lastBuffer) enterBuffer(r, buffer);
-  if (r.lastPinned && !r.lastResizable && node.bytes > 0) {
+  if (r.lastPinned && !r.lastResizable && node.bytes > 0 && r.lastBase !== NO_BASE) {
     if (cached !== undefined) c!.views[i] = undefined; // this slot's array changed: the cached one no longer is its
-    if (r.lastBase < 0) r.lastBase = r.basePointerOf(data, true) - viewByteOffset(data);
+    if (r.lastBase === ONE_LEAF) r.lastBase = r.basePointerOf(data, true) - viewByteOffset(data);
     return writeHost(i, r.lastBase + viewByteOffset(data), LEAF_PINNED, r, sampleFlags);
   }
+  if (r.lastPinned && node.bytes > 0) r.lastBase = ONE_LEAF;
   const read = data;
   const resizable = node.bytes > 0 && r.lastResizable;
   if (node.bytes === 0) checkReadable(node, data, buffer);
@@ -146,7 +156,7 @@ function enterBuffer(r: BatchRead, buffer: ArrayBufferLike): void {
   r.lastBuffer = buffer;
   r.lastResizable = isResizable(buffer);
   r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
-  r.lastBase = -1;
+  r.lastBase = NO_BASE;
 }
 
 /** A host leaf that is the array the last batch had here: its address and buffer as they were. */
