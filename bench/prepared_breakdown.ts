@@ -16,7 +16,8 @@
 
 import { forEachLeaf, makeExampleBatch } from "../examples/example_batch.ts";
 import { writeAddressesOf } from "../ts/copy/describe.ts";
-import { commitCache, newBatchRead, newLeafCache, readBatch } from "../ts/copy/prepared_check.ts";
+import { readBatch } from "../ts/copy/prepared_check.ts";
+import { commitCache, newBatchRead, newLeafCache } from "../ts/copy/prepared_host.ts";
 import { settlePreparedDevice } from "../ts/copy/prepared_result.ts";
 import { buildTemplate } from "../ts/copy/prepared_template.ts";
 import { Traversal } from "../ts/copy/traversal.ts";
@@ -60,7 +61,7 @@ console.log(`${lib.backend.runtime}: the example batch, ${count} leaves`);
 row("a plain deep clone of the batch", () => void plainClone(batch));
 row("check against the template, descriptors written (no cache)", () => {
   const t = new Traversal(0, { words });
-  const r = newBatchRead(t, words, count, null, 0, null);
+  const r = newBatchRead(t, words, count, null, lib.backend.pointerOf, 0, null);
   root = readBatch(template, batch, r, null);
   views = t.views;
   places = r.places;
@@ -69,7 +70,7 @@ row("host addresses, eight a C call", () => writeAddressesOf(lib, words, views a
 const cache = newLeafCache(count);
 row("the check again, the same arrays as the last batch (cached)", () => {
   const t = new Traversal(0, { words });
-  const r = newBatchRead(t, words, count, null, 0, cache);
+  const r = newBatchRead(t, words, count, null, lib.backend.pointerOf, 0, cache);
   readBatch(template, batch, r, null);
   writeAddressesOf(lib, words, r.bulk, count);
   commitCache(r);

@@ -241,6 +241,61 @@ test("an arena batch's copy keeps the arena busy until it is over", async () => 
   assert(arena.tryReset(), "idle once the copy is over");
 }, { skip });
 
+test("leaves of two arenas and pinned tensors, interleaved: each read from its own buffer", async () => {
+  using first = Arena.create(1 << 16);
+  using second = Arena.create(1 << 16);
+  const make = (seed: number) => {
+    first.tryReset();
+    second.tryReset();
+    const leaves: (Tensor | TypedArray)[] = [];
+    // Runs of one, two and three leaves of a buffer: a run's later leaves are read from its first's buffer address.
+    for (let i = 0; i < 4; i++) {
+      for (let k = 0; k < 3; k++) {
+        const a = first.array("float32", 5 + i + k);
+        a.set(patterned(Float32Array, 5 + i + k, seed + i * 3 + k));
+        leaves.push(a);
+      }
+      for (let k = 0; k < 2; k++) {
+        const b = second.tensor("int32", [3, 1 + i + k]);
+        (b.data as Int32Array).set(patterned(Int32Array, 3 * (1 + i + k), seed + 10 + i * 2 + k));
+        leaves.push(b);
+      }
+      const p = pinnedTensor("int16", [2 + i]);
+      (p.data as Int16Array).set(patterned(Int16Array, 2 + i, seed + 20 + i));
+      leaves.push(p);
+    }
+    return leaves;
+  };
+  const sample = make(1);
+  using prepared = prepareCopy(sample, "cuda:0");
+  for (const seed of [2, 3]) {
+    const batch = make(seed * 100);
+    const got = await prepared.start(batch);
+    checkBatch(await onHost(got), await onHost(batch), null, `batch ${seed}`);
+    prepared.disposeResult(got);
+    for (const leaf of batch) if (leaf instanceof Tensor && leaf.dtype === "int16") leaf.dispose();
+  }
+  for (const leaf of sample) if (leaf instanceof Tensor && leaf.dtype === "int16") leaf.dispose();
+}, { skip });
+
+test("an own \"__proto__\" key stays a key of the result, beside leaves and pass-through values", async () => {
+  const make = (seed: number) => {
+    const o = JSON.parse('{"a": 0, "__proto__": 0, "b": 0}') as Record<string, unknown>;
+    o.a = patterned(Float32Array, 3, seed);
+    Object.defineProperty(o, "__proto__", { value: patterned(Int32Array, 2, seed), enumerable: true, writable: true, configurable: true });
+    o.b = `pass ${seed}`;
+    return o;
+  };
+  using prepared = prepareCopy(make(1), "cuda:0");
+  const batch = make(2);
+  const got = await prepared.start(batch);
+  assertEquals(Object.keys(got), ["a", "__proto__", "b"]);
+  assertSame(Object.getPrototypeOf(got), Object.prototype, "the key did not become the prototype");
+  assertSame(got.b, "pass 2");
+  checkBatch(await onHost(got), await onHost(batch), null, "__proto__");
+  prepared.disposeResult(got);
+}, { skip });
+
 test("a leaf in a resizable buffer is read from a snapshot: shrinking it after start changes nothing", async () => {
   const make = (seed: number) => {
     const buffer = new ArrayBuffer(4096, { maxByteLength: 4096 });

@@ -23,7 +23,7 @@ import { releaseDescriptors, takeDescriptors } from "./describe.ts";
 import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { type LeafCache, newLeafCache } from "./prepared_check.ts";
+import { type LeafCache, newLeafCache } from "./prepared_host.ts";
 import {
   createPrepared,
   pinnedFlags,

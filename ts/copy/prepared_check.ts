@@ -2,96 +2,29 @@
  * A batch read against a prepared copy's template (prepared_template.ts):
  * in one pass, each value of the batch is read once, checked to be what the
  * template says lies there, and its address written into the copy's
- * descriptors; the output containers are made on the way, with a place
- * kept for each copied leaf. The first place that differs is an MtcError
- * naming its path, before any C call. Nothing of one batch is kept for the
- * next.
+ * descriptors (host leaves: prepared_host.ts); the output containers are
+ * made on the way, with a place kept for each copied leaf. The first place
+ * that differs is an MtcError naming its path, before any C call. Nothing
+ * of one batch is kept for the next.
  *
  * @module
  */
 
 import { otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, invalidState, mapEntries, MtcError, showValue, Status } from "../base/errors.ts";
-import { isDetached, isResizable, viewBuffer, viewByteLength, viewSlice, viewSubarray } from "../base/views.ts";
+import { viewByteLength, viewKind, viewSubarray } from "../base/views.ts";
 import { DeviceTensor, holderOf, isDeviceTensor, notADeviceTensor, tensorAddress, tensorBytes, tensorDevice, tensorDisposed, tensorDType, tensorShape } from "../tensor/device_tensor.ts";
 import { naturalDType, storageElementBytes, storageProblem, type TypedArray } from "../tensor/dtype.ts";
 import { showShape } from "../tensor/shape.ts";
 import { releasedData, Tensor } from "../tensor/tensor.ts";
-import { LEAF_BYTES, LEAF_PINNED, type PointerOf } from "./describe.ts";
+import { LEAF_BYTES } from "./describe.ts";
 import { ARRAY, OBJECT } from "./path.ts";
+import { type BatchRead, differs, hostLeaf } from "./prepared_host.ts";
 import { CONTAINER, type ContainerNode, DEVICE, HOST, kindOf, type LeafNode, PASS, REUSED, type ReusedNode, STRIDED, type Template, type TemplateNode } from "./prepared_template.ts";
-import { setValue, type Traversal } from "./traversal.ts";
+import { setValue } from "./traversal.ts";
 
 const LEAF_WORDS = LEAF_BYTES / 4;
 const TWO_32 = 4294967296;
-
-/**
- * What a prepared copy remembers of each host leaf from one batch to the
- * next: the array last read there and its address, entered only once that
- * address was read. The same array again (by identity), with the byte
- * length the check has just read, is the same fixed-length buffer: its
- * storage, address and pinned state have not changed (a detached buffer
- * reads as 0 bytes), so its buffer and address are not read again.
- */
-export interface LeafCache {
-  readonly views: (TypedArray | undefined)[];
-  readonly buffers: (ArrayBufferLike | undefined)[];
-  readonly addresses: Float64Array;
-  readonly pinned: Uint8Array;
-}
-
-export function newLeafCache(count: number): LeafCache {
-  return { views: new Array(count), buffers: new Array(count), addresses: new Float64Array(count), pinned: new Uint8Array(count) };
-}
-
-/** One batch being read: where its descriptors and leaf places go. */
-export interface BatchRead {
-  readonly t: Traversal;
-  /** The descriptors, the template's with this batch's addresses and pinned flags. */
-  readonly words: Uint32Array;
-  /** Leaf i's output container (null: the root). */
-  readonly places: (object | null)[];
-  readonly pointerOf: PointerOf | null;
-  readonly target: number;
-  /** Leaves whose pinned flag differs from the sample's. */
-  flagsChanged: number;
-  lastBuffer: ArrayBufferLike | null;
-  lastPinned: boolean;
-  readonly cache: LeafCache | null;
-  /** Leaf i's view whose address is still to be read in bulk (undefined: known, or none). */
-  readonly bulk: (TypedArray | undefined)[];
-  /** The leaves read anew, and the arrays read there: entered into the cache once their addresses are known. */
-  readonly misses: number[];
-  readonly missViews: TypedArray[];
-  /** DeviceTensors placed as they are, and their paths: checked again once the batch was read. */
-  readonly placed: DeviceTensor[];
-  readonly placedPaths: string[];
-}
-
-/** A read of one batch of `count` leaves into `words`, for a copy to `target`. */
-export function newBatchRead(t: Traversal, words: Uint32Array, count: number, pointerOf: PointerOf | null, target: number, cache: LeafCache | null): BatchRead {
-  return {
-    t, words, places: new Array(count), pointerOf, target, flagsChanged: 0, lastBuffer: null, lastPinned: false,
-    cache, bulk: new Array(count), misses: [], missViews: [], placed: [], placedPaths: [],
-  };
-}
-
-/** Once every address is in the descriptors: the arrays read anew enter the cache. */
-export function commitCache(r: BatchRead): void {
-  const c = r.cache;
-  if (c === null) return;
-  for (let k = 0; k < r.misses.length; k++) {
-    const i = r.misses[k]!;
-    const at = i * LEAF_WORDS;
-    c.addresses[i] = r.words[at]! + r.words[at + 1]! * TWO_32;
-    c.views[i] = r.missViews[k];
-  }
-}
-
-/** The error for a batch that differs from the sample at `path`. */
-export function differs(path: string, why: string): Error {
-  return invalidArgument(`the batch differs from the prepared copy's sample: ${why}; nothing was copied`, path);
-}
 
 /**
  * Reads `batch` against `template` into `r`: returns the output root (for
@@ -180,11 +113,13 @@ function readContainer(node: ContainerNode, v: unknown, r: BatchRead): unknown {
     const keys = Object.keys(v);
     const expected = node.keys as string[];
     if (keys.length !== n || !sameKeys(keys, expected)) throw differs(node.path, keysDiffer(expected, keys));
-    const out: Record<string, unknown> = {};
+    // A copy of the template's blank (its keys, in order), so that only containers and pass-through values are stored.
+    const out: Record<string, unknown> = { ...node.blank };
     const input = v as Record<string, unknown>;
     for (let i = 0; i < n; i++) {
       const key = expected[i]!;
       const placed = read(children[i]!, input[key], r, out);
+      if (placed === undefined) continue; // a leaf: the key keeps its place
       if (key === "__proto__") setValue(out, OBJECT, key, placed);
       else out[key] = placed;
     }
@@ -284,8 +219,11 @@ function readLeaf(node: LeafNode, v: unknown, r: BatchRead): void {
     const shape = v.shape;
     if (dtype !== node.dtype) throw differs(node.path, `its dtype was ${node.dtype} in the sample, ${showValue(dtype)} now`);
     if (!sameShape(shape, node.shape)) throw shapeDiffers(node, shape);
-    const storage = storageProblem(source, dtype);
-    if (storage !== undefined) throw invalidArgument(storage, node.path);
+    // The sample's kind of array stores this dtype: only another kind needs the full check.
+    if (viewKind(source) !== node.storageKind) {
+      const storage = storageProblem(source, dtype);
+      if (storage !== undefined) throw invalidArgument(storage, node.path);
+    }
     if (node.what === HOST) {
       if (strides !== undefined) throw differs(node.path, "a dense Tensor in the sample, a strided one now");
       const offset = v.offset;
@@ -311,61 +249,6 @@ function stridedView(node: LeafNode, leaf: Tensor, data: TypedArray, strides: re
   if (bytes !== node.dataBytes) throw bytesDiffer(node, data, bytes, "the Tensor's data", node.dataBytes);
   if (storageElementBytes(data) !== node.storageSize) throw differs(node.path, `its data is ${kindOf(data)}, of another element size than the sample's`);
   return viewSubarray(data, node.begin, node.end);
-}
-
-/** Writes host leaf i's descriptor: its address (Bun) or its view for the bulk read (Deno), and the pinned flag. */
-function hostLeaf(node: LeafNode, data: TypedArray, r: BatchRead, sampleFlags: Uint8Array | null): void {
-  const i = node.index;
-  const c = r.cache;
-  if (c !== null && node.bytes > 0 && c.views[i] === data) return knownLeaf(i, data, r, c, sampleFlags);
-  const buffer = viewBuffer(data); // reading it keeps a small array's storage where it is (Bun, V8)
-  const read = data;
-  let resizable = false;
-  if (node.bytes === 0) checkReadable(node, data, buffer);
-  else if (isResizable(buffer)) {
-    data = viewSlice(data); // a snapshot: the caller may shrink its buffer meanwhile
-    resizable = true;
-  }
-  r.t.views[i] = data;
-  if (buffer !== r.lastBuffer) {
-    r.lastBuffer = buffer;
-    r.lastPinned = r.t.holdPinned(buffer); // pinned memory of the library's: held, and busy until the copy is over
-  }
-  const flag = r.lastPinned ? LEAF_PINNED : 0;
-  const address = r.pointerOf === null || node.bytes === 0 ? 0 : r.pointerOf(data, true);
-  if (r.pointerOf === null && node.bytes > 0) r.bulk[i] = data;
-  if (c !== null) {
-    c.views[i] = undefined; // until its address is read
-    if (!resizable && node.bytes > 0) {
-      c.buffers[i] = buffer;
-      c.pinned[i] = flag;
-      r.misses.push(i);
-      r.missViews.push(read);
-    }
-  }
-  writeHost(i, address, flag, r, sampleFlags);
-}
-
-/** A host leaf that is the array the last batch had here: its address and buffer as they were. */
-function knownLeaf(i: number, data: TypedArray, r: BatchRead, c: LeafCache, sampleFlags: Uint8Array | null): void {
-  r.t.views[i] = data;
-  const flag = c.pinned[i] !== 0 && r.t.holdPinned(c.buffers[i]!) ? LEAF_PINNED : 0;
-  writeHost(i, c.addresses[i]!, flag, r, sampleFlags);
-}
-
-function writeHost(i: number, address: number, flag: number, r: BatchRead, sampleFlags: Uint8Array | null): void {
-  const w = r.words;
-  const at = i * LEAF_WORDS;
-  w[at] = address >>> 0;
-  w[at + 1] = (address / TWO_32) >>> 0;
-  w[at + 9] = flag;
-  if (sampleFlags !== null && sampleFlags[i] !== flag) r.flagsChanged++;
-}
-
-function checkReadable(node: LeafNode, data: TypedArray, buffer: ArrayBufferLike): void {
-  const released = releasedData(data, "its");
-  if (released !== undefined) throw invalidState(`${released}; nothing was copied`, node.path);
-  if (buffer instanceof ArrayBuffer && isDetached(buffer)) throw differs(node.path, "its ArrayBuffer was detached");
 }
 
 /** A DeviceTensor of another device: its block held until the copy has read it. */

@@ -22,7 +22,7 @@ import { type AsyncCopyHandle, newHandle } from "./handle.ts";
 import { releaseDestinationWords, walkInto } from "./into_walk.ts";
 import { type CopyOptions, resolveOptions } from "./options.ts";
 import type { PlanRecord } from "./plan_record.ts";
-import { type LeafCache, newLeafCache } from "./prepared_check.ts";
+import { type LeafCache, newLeafCache } from "./prepared_host.ts";
 import {
   createPrepared,
   type IntoSide,

@@ -18,7 +18,8 @@ import { openScopes } from "../gpu/stream.ts";
 import { Traversal } from "./traversal.ts";
 import { putLeaf, writeAddressesOf } from "./describe.ts";
 import { DTYPE_SIZE } from "../tensor/dtype.ts";
-import { type BatchRead, commitCache, type LeafCache, newBatchRead, readBatch } from "./prepared_check.ts";
+import { readBatch } from "./prepared_check.ts";
+import { type BatchRead, commitCache, type LeafCache, newBatchRead } from "./prepared_host.ts";
 import type { Template } from "./prepared_template.ts";
 
 const outWords = new Uint32Array(2);
@@ -102,7 +103,7 @@ export function readPrepared(
   const t = new Traversal(target, { words });
   const bulk = usesBulkAddresses(lib);
   const count = template.leaves.length;
-  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, target, cache);
+  const r = newBatchRead(t, words, count, bulk ? null : lib.backend.pointerOf, lib.backend.pointerOf, target, cache);
   try {
     const root = readBatch(template, batch, r, sampleFlags);
     if (bulk) writeAddressesOf(lib, words, r.bulk, count);

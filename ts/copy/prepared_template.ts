@@ -46,6 +46,8 @@ export interface ContainerNode {
   readonly keys: readonly unknown[];
   readonly length: number;
   readonly children: readonly TemplateNode[];
+  /** Object: a plain object with its keys in order, each undefined, that a batch's output copies (null for the rest). */
+  readonly blank: Readonly<Record<string, undefined>> | null;
 }
 
 export interface LeafNode {
@@ -69,6 +71,8 @@ export interface LeafNode {
   readonly offset: number;
   readonly dataBytes: number;
   readonly storageSize: number;
+  /** HOST and STRIDED Tensors: the kind of array the sample's data is (one that stores its dtype). */
+  readonly storageKind: string | undefined;
   readonly begin: number;
   readonly end: number;
   /** STRIDED with bytes > 0 and extents > 1: its mtc_leaf_layout. */
@@ -180,7 +184,7 @@ function nodeOf(
     return { what: PASS, path };
   }
   if (depth >= MAX_DEPTH) throw sampleError(path, `the batch nests deeper than ${MAX_DEPTH} containers; copy it with startCopy`);
-  const node: ContainerNode = { what: CONTAINER, path, kind, keys, length: values.length, children: [] };
+  const node: ContainerNode = { what: CONTAINER, path, kind, keys, length: values.length, children: [], blank: kind === OBJECT ? blankOf(keys as string[]) : null };
   const here: PathNode = { parent: at, key, kind };
   const children = node.children as TemplateNode[];
   for (let i = 0; i < values.length; i++) {
@@ -189,13 +193,20 @@ function nodeOf(
   return node;
 }
 
+/** A plain object with `keys`, in order, each undefined ("__proto__" an own key too). */
+function blankOf(keys: readonly string[]): Record<string, undefined> {
+  const blank: Record<string, undefined> = {};
+  for (const key of keys) Object.defineProperty(blank, key, { value: undefined, writable: true, enumerable: true, configurable: true });
+  return blank;
+}
+
 function reused(template: Template, path: string, kind: ReusedNode["kind"]): ReusedNode {
   template.reused++;
   return { what: REUSED, path, kind };
 }
 
 const LEAF_DEFAULTS = {
-  device: DEVICE_CPU, keepsTensor: false, strides: null, offset: 0, dataBytes: 0, storageSize: 0, begin: 0, end: 0, layout: null,
+  device: DEVICE_CPU, keepsTensor: false, strides: null, offset: 0, dataBytes: 0, storageSize: 0, storageKind: undefined, begin: 0, end: 0, layout: null,
 } as const;
 
 function addLeaf(template: Template, parent: ContainerNode | null, key: unknown, leaf: LeafNode): LeafNode {
@@ -224,7 +235,7 @@ function hostNode(template: Template, leaf: Tensor, path: string, parent: Contai
   const shape = shapeOf(leaf, leaf.shape, path);
   const bytes = elementCount(shape) * DTYPE_SIZE[dtype];
   if (viewByteLength(data) !== bytes) throw sampleError(path, "the Tensor's data does not hold what its shape and dtype say");
-  return addLeaf(template, parent, key, { ...LEAF_DEFAULTS, what: HOST, path, index: 0, tensor: true, dtype, shape, bytes });
+  return addLeaf(template, parent, key, { ...LEAF_DEFAULTS, what: HOST, path, index: 0, tensor: true, dtype, shape, bytes, storageKind: viewKind(data) });
 }
 
 function stridedNode(template: Template, leaf: Tensor, path: string, parent: ContainerNode | null, key: unknown): LeafNode {
@@ -252,7 +263,7 @@ function stridedNode(template: Template, leaf: Tensor, path: string, parent: Con
   const bytes = elements * elementSize;
   const node = addLeaf(template, parent, key, {
     ...LEAF_DEFAULTS, what: STRIDED, path, index: 0, tensor: true, dtype, shape, bytes,
-    strides: frozenStrides, offset, dataBytes, storageSize, begin: begin * lanes, end: end * lanes,
+    strides: frozenStrides, offset, dataBytes, storageSize, storageKind: viewKind(data), begin: begin * lanes, end: end * lanes,
   });
   if (bytes > 0 && layout.shape.length > 0) {
     (node as { layout: StridedLeaf }).layout = { index: node.index, shape: layout.shape, byteStrides: layout.byteStrides };
