@@ -276,7 +276,9 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
         this.#take(index, moved, waiter);
       }
     }
-    this.#unwatch(); // nobody waits
+    // Nobody waits: a watch timer set meanwhile finds no waiter when it fires, and is not set
+    // again. Not cleared here: setting and clearing a timer for every batch cost more than
+    // the rest of the loop's bookkeeping.
   }
 
   #take(index: number, moved: Moved, waiter: Waiter<T>): void {
@@ -318,7 +320,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
    * worker that makes the batch it waits for ended on its own (a producer
    * that called close() or process.exit()): that batch will never come, and
    * the stream ends there. The timer holds the process, as the waiting
-   * next() does.
+   * next() does, and at most WATCH_MS past the last wait.
    */
   #watch(): void {
     if (this.#watchTimer !== null || this.#closed) return;
