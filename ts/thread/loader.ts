@@ -307,7 +307,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
 
   #credit(worker: number, count: number): void {
     this.#counters.granted[worker]! += count;
-    this.#workers[worker]!.postMessage({ kind: "credit", count });
+    this.#workers[worker]!.postMessage(count);
   }
 
   /** Batches made, taken, in flight, waiting; each worker's make and copy time; the consumer's wait and take time (loader_stats.ts). */

@@ -68,11 +68,11 @@ let wake: (() => void) | null = null;
 let making: { worker: number; index: number } | null = null;
 
 scope.onmessage = ({ data }) => {
-  if (data.kind === "start") {
-    void produceAll(data);
-  } else if (data.kind === "credit") {
-    credits += data.count;
+  if (typeof data === "number") {
+    credits += data;
     wake?.();
+  } else if (data.kind === "start") {
+    void produceAll(data);
   } else {
     endThread(); // between two steps: C gives back what this thread held as it ends
   }
