@@ -24,7 +24,7 @@
  * @module
  */
 
-import { copyInto, cudaDeviceCount, cudaUnavailableReason, DeviceTensor, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
+import { copyInto, cudaDeviceCount, cudaUnavailableReason, type DeviceTensor, disposeAll, libraryVersion, poolStats, startCopy, Tensor, type TypedArray } from "../ts/mod.ts";
 import { CommandLine, exit, runtimeName } from "./cli.ts";
 import { seededRandom } from "../examples/example_batch.ts";
 import { canCollect, collect, mib, type Sample, takeSample } from "./memory.ts";

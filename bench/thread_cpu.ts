@@ -33,8 +33,9 @@ export function threadCpu(): ThreadCpu | null {
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const ms = (Number(fields[11]) + Number(fields[12])) * TICK_MS;
       if (tid === pid) cpu.main += ms;
-      else if (name === "Worker" || name.startsWith("worker-")) cpu.workers += ms;
-      else cpu.helpers += ms;
+      else if (name === "Worker" || name.startsWith("worker-")) {
+        cpu.workers += ms;
+      } else cpu.helpers += ms;
     }
     return cpu;
   } catch {

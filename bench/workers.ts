@@ -21,7 +21,18 @@
  * copying (out of workers / rate available to it), the consumer's wait for
  * batches to arrive, and its time taking them (copy waits included).
  */
-import { type CopyOptions, type DeviceTensor, disposeAll, disposeMoved, type LoaderStats, type LoaderWorkerStats, type Moved, prefetch, startLoader, takeResult } from "../ts/mod.ts";
+import {
+  type CopyOptions,
+  type DeviceTensor,
+  disposeAll,
+  disposeMoved,
+  type LoaderStats,
+  type LoaderWorkerStats,
+  type Moved,
+  prefetch,
+  startLoader,
+  takeResult,
+} from "../ts/mod.ts";
 import type { ExampleSample } from "../examples/example_batch.ts";
 import { getEnv } from "../ts/base/runtime.ts";
 import { source } from "./worker_batches.ts";
@@ -44,19 +55,47 @@ const PRODUCERS = new URL("./worker_batches.ts", import.meta.url);
 /** Batches in flight per worker: MTC_BENCH_LOADER_DEPTH, else 2 (as S5's prefetch). */
 const DEPTH = Number(getEnv("MTC_BENCH_LOADER_DEPTH") ?? 2);
 /** The workers' copy options: MTC_BENCH_LOADER_OPTIONS (JSON), to compare settings; else the loader's defaults. */
-const LOADER_COPY_OPTIONS = JSON.parse(getEnv("MTC_BENCH_LOADER_OPTIONS") ?? "{}") as CopyOptions;
+const LOADER_COPY_OPTIONS = JSON.parse(
+  getEnv("MTC_BENCH_LOADER_OPTIONS") ?? "{}",
+) as CopyOptions;
 /** Timed segments of `count` batches each, after the warm-up. */
 const SEGMENTS = 3;
 /** Batches per worker before timing (fewer for a short run): each worker's JIT warms up on its own. */
 const WARM_UP_PER_WORKER = 50;
 
-export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]> {
+export async function workerScenarios(
+  b: WorkerBench,
+): Promise<ScenarioResult[]> {
   const { leaves, bytes, naive, floor } = b.s5;
-  const row = (id: string, what: string, perBatchMs: number[], extra: Record<string, Series> = {}): ScenarioResult => {
+  const row = (
+    id: string,
+    what: string,
+    perBatchMs: number[],
+    extra: Record<string, Series> = {},
+  ): ScenarioResult => {
     const library = b.summarize(perBatchMs);
-    return { id, what, leaves, bytes, library, naive, floor, extra: { "batches per second (library)": rate(library), "batches per second (floor)": rate(floor), ...extra } };
+    return {
+      id,
+      what,
+      leaves,
+      bytes,
+      library,
+      naive,
+      floor,
+      extra: {
+        "batches per second (library)": rate(library),
+        "batches per second (floor)": rate(floor),
+        ...extra,
+      },
+    };
   };
-  const rows = [row("S5f", `example batches built fresh on one thread, through prefetch (depth ${DEPTH}) → cuda:0`, await prefetchFresh(b.count))];
+  const rows = [
+    row(
+      "S5f",
+      `example batches built fresh on one thread, through prefetch (depth ${DEPTH}) → cuda:0`,
+      await prefetchFresh(b.count),
+    ),
+  ];
   const mainThread = await mainThreadPart(Math.min(b.count, 500), b.summarize);
   const variants = [
     ["S5w", "example", "made in fresh arrays"],
@@ -66,9 +105,22 @@ export async function workerScenarios(b: WorkerBench): Promise<ScenarioResult[]>
   for (const [id, producer, how] of variants) {
     if (!b.wanted(id)) continue;
     for (const workers of b.workerCounts) {
-      const what = `example batches ${how} by ${workers} worker${workers === 1 ? "" : "s"}, startLoader (depth ${DEPTH}) → cuda:0`;
-      const { perBatch, spent } = await loaderSegments(producer, workers, b.count);
-      rows.push(row(`${id}×${workers}`, what, perBatch, spentSeries(spent, b.summarize)));
+      const what = `example batches ${how} by ${workers} worker${
+        workers === 1 ? "" : "s"
+      }, startLoader (depth ${DEPTH}) → cuda:0`;
+      const { perBatch, spent } = await loaderSegments(
+        producer,
+        workers,
+        b.count,
+      );
+      rows.push(
+        row(
+          `${id}×${workers}`,
+          what,
+          perBatch,
+          spentSeries(spent, b.summarize),
+        ),
+      );
     }
   }
   // Under the first loader row: the same for every worker count.
@@ -93,10 +145,34 @@ interface Spent {
 }
 
 /** Ms per batch of each timed segment of one loader, after its warm-up, and where the time went in each. */
-async function loaderSegments(producer: string, workers: number, count: number): Promise<{ perBatch: number[]; spent: Spent }> {
+async function loaderSegments(
+  producer: string,
+  workers: number,
+  count: number,
+): Promise<{ perBatch: number[]; spent: Spent }> {
   const warm = Math.min(WARM_UP_PER_WORKER, count) * workers;
-  await using loader = startLoader<unknown>({ module: PRODUCERS, export: producer, device: "cuda:0", workers, depth: DEPTH, batches: warm + SEGMENTS * count, copyOptions: LOADER_COPY_OPTIONS });
-  const spent: Spent = { make: [], copy: [], move: [], creditWait: [], post: [], consumerWait: [], take: [], copyWait: [], cpuMain: [], cpuWorkers: [], cpuHelpers: [] };
+  await using loader = startLoader<unknown>({
+    module: PRODUCERS,
+    export: producer,
+    device: "cuda:0",
+    workers,
+    depth: DEPTH,
+    batches: warm + SEGMENTS * count,
+    copyOptions: LOADER_COPY_OPTIONS,
+  });
+  const spent: Spent = {
+    make: [],
+    copy: [],
+    move: [],
+    creditWait: [],
+    post: [],
+    consumerWait: [],
+    take: [],
+    copyWait: [],
+    cpuMain: [],
+    cpuWorkers: [],
+    cpuHelpers: [],
+  };
   let last: LoaderStats | null = null;
   let lastCpu: ThreadCpu | null = null;
   const onSegment = () => {
@@ -109,38 +185,56 @@ async function loaderSegments(producer: string, workers: number, count: number):
     }
     lastCpu = cpu;
     if (last !== null) {
-      const sum = (s: LoaderStats, key: keyof LoaderWorkerStats) => s.workers.reduce((t, w) => t + w[key], 0);
+      const sum = (s: LoaderStats, key: keyof LoaderWorkerStats) =>
+        s.workers.reduce((t, w) => t + w[key], 0);
       const made = sum(now, "made") - sum(last, "made");
-      const per = (key: keyof LoaderWorkerStats) => (sum(now, key) - sum(last!, key)) / made;
+      const per = (key: keyof LoaderWorkerStats) =>
+        (sum(now, key) - sum(last!, key)) / made;
       spent.make.push(per("makeMs"));
       spent.copy.push(per("copyMs"));
       spent.move.push(per("moveMs"));
       spent.creditWait.push(per("creditWaitMs"));
       spent.post.push(per("postMs"));
       const taken = now.taken - last.taken;
-      spent.consumerWait.push((now.consumerWaitMs - last.consumerWaitMs) / taken);
+      spent.consumerWait.push(
+        (now.consumerWaitMs - last.consumerWaitMs) / taken,
+      );
       spent.take.push((now.takeMs - last.takeMs) / taken);
       spent.copyWait.push((now.copyWaitMs - last.copyWaitMs) / taken);
     }
     last = now;
   };
-  return { perBatch: await timeSegments(loader, warm, count, onSegment), spent };
+  return {
+    perBatch: await timeSegments(loader, warm, count, onSegment),
+    spent,
+  };
 }
 
-function spentSeries(spent: Spent, summarize: (ms: number[]) => Series): Record<string, Series> {
+function spentSeries(
+  spent: Spent,
+  summarize: (ms: number[]) => Series,
+): Record<string, Series> {
   return {
     "a worker's time making a batch": summarize(spent.make),
     "a worker's time starting a batch's copy": summarize(spent.copy),
     "a worker's time moving it (moveResult)": summarize(spent.move),
-    "a worker's time waiting for a credit (the consumer behind)": summarize(spent.creditWait),
+    "a worker's time waiting for a credit (the consumer behind)": summarize(
+      spent.creditWait,
+    ),
     "a worker's time in postMessage": summarize(spent.post),
-    "consumer: next() waiting for the batch, per batch": summarize(spent.consumerWait),
+    "consumer: next() waiting for the batch, per batch": summarize(
+      spent.consumerWait,
+    ),
     "consumer: taking the batch (copy waits included)": summarize(spent.take),
-    "consumer: of which waiting for a copy still running": summarize(spent.copyWait),
+    "consumer: of which waiting for a copy still running": summarize(
+      spent.copyWait,
+    ),
     ...(spent.cpuMain.length === 0 ? {} : {
       "CPU per batch: the main thread": summarize(spent.cpuMain),
       "CPU per batch: the workers together": summarize(spent.cpuWorkers),
-      "CPU per batch: the runtime's helper threads (JIT, GC)": summarize(spent.cpuHelpers),
+      "CPU per batch: the runtime's helper threads (JIT, GC)": summarize(
+        spent.cpuHelpers,
+      ),
     }),
   };
 }
@@ -149,9 +243,15 @@ function spentSeries(spent: Spent, summarize: (ms: number[]) => Series): Record<
 async function prefetchFresh(count: number): Promise<number[]> {
   const warm = Math.min(WARM_UP_PER_WORKER, count);
   function* fresh() {
-    for (let i = 0; i < warm + SEGMENTS * count; i++) yield copyExampleBatch(source(i));
+    for (let i = 0; i < warm + SEGMENTS * count; i++) {
+      yield copyExampleBatch(source(i));
+    }
   }
-  return await timeSegments(prefetch(fresh(), "cuda:0", { depth: DEPTH }), warm, count);
+  return await timeSegments(
+    prefetch(fresh(), "cuda:0", { depth: DEPTH }),
+    warm,
+    count,
+  );
 }
 
 /**
@@ -159,7 +259,12 @@ async function prefetchFresh(count: number): Promise<number[]> {
  * returns ms per batch of each segment of `count` after `warm`; calls
  * `onSegment` at each segment's bounds.
  */
-async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count: number, onSegment?: () => void): Promise<number[]> {
+async function timeSegments(
+  batches: AsyncIterable<unknown>,
+  warm: number,
+  count: number,
+  onSegment?: () => void,
+): Promise<number[]> {
   const perBatch: number[] = [];
   let taken = 0;
   let t0 = performance.now();
@@ -180,7 +285,10 @@ async function timeSegments(batches: AsyncIterable<unknown>, warm: number, count
  * takeResult and disposeAll of `count` moved example batches, each timed,
  * once all arrived (after as many again, or 300, untimed: the JIT's warm-up).
  */
-async function mainThreadPart(count: number, summarize: (ms: number[]) => Series): Promise<Record<string, Series>> {
+async function mainThreadPart(
+  count: number,
+  summarize: (ms: number[]) => Series,
+): Promise<Record<string, Series>> {
   const warm = Math.min(300, count);
   const arrived = await movedBatches(warm + count, false);
   const take: number[] = [];
@@ -198,14 +306,18 @@ async function mainThreadPart(count: number, summarize: (ms: number[]) => Series
   return {
     "main thread per batch: takeResult (timed apart)": summarize(take),
     "main thread per batch: disposeAll (timed apart)": summarize(dispose),
-    "main thread per batch: take + dispose": summarize(take.map((t, i) => t + dispose[i]!)),
+    "main thread per batch: take + dispose": summarize(
+      take.map((t, i) => t + dispose[i]!),
+    ),
     ...await parcelPart(count, summarize),
   };
 }
 
 /** `count` example batches moved by bench/move_worker.ts, once all arrived (`parcels`: as the loader's workers send them). */
 async function movedBatches(count: number, parcels: boolean): Promise<Moved[]> {
-  const worker = new Worker(new URL("./move_worker.ts", import.meta.url), { type: "module" });
+  const worker = new Worker(new URL("./move_worker.ts", import.meta.url), {
+    type: "module",
+  });
   const arrived: Moved[] = [];
   await new Promise<void>((resolve) => {
     worker.onmessage = (event: MessageEvent) => {
@@ -222,7 +334,10 @@ async function movedBatches(count: number, parcels: boolean): Promise<Moved[]> {
  * layout, each timed: take, then each leaf read once (shape and address,
  * as a training step would hand them on), then disposeMoved (per block).
  */
-async function parcelPart(count: number, summarize: (ms: number[]) => Series): Promise<Record<string, Series>> {
+async function parcelPart(
+  count: number,
+  summarize: (ms: number[]) => Series,
+): Promise<Record<string, Series>> {
   const warm = Math.min(300, count);
   const arrived = await movedBatches(warm + count, true);
   const take: number[] = [];
@@ -244,10 +359,15 @@ async function parcelPart(count: number, summarize: (ms: number[]) => Series): P
   });
   if (Number.isNaN(sink)) throw new Error("unreachable"); // keeps the reads
   return {
+    "main thread per batch, the engine's floor: 528 objects of a DeviceTensor's 12 fields made, each read once":
+      summarize(objectFloor(warm + count).slice(warm)),
     "main thread per batch, parcels: take": summarize(take),
-    "main thread per batch, parcels: read each leaf (shape, address)": summarize(read),
+    "main thread per batch, parcels: read each leaf (shape, address)":
+      summarize(read),
     "main thread per batch, parcels: disposeMoved": summarize(dispose),
-    "main thread per batch, parcels: take + read + dispose": summarize(take.map((t, i) => t + read[i]! + dispose[i]!)),
+    "main thread per batch, parcels: take + read + dispose": summarize(
+      take.map((t, i) => t + read[i]! + dispose[i]!),
+    ),
   };
 }
 
@@ -271,4 +391,67 @@ function readEachLeaf(batch: ExampleSample[]): number {
     leaf(sample.gt_data.active);
   }
   return sum;
+}
+
+/** An object with as many private fields as a DeviceTensor, and its two getters the read uses. */
+class Bare {
+  #address: number;
+  #shape: readonly number[];
+  #dtype: string;
+  #device: number;
+  #byteLength: number;
+  #block: number;
+  #offset: number;
+  #packed: boolean;
+  #holder: object | null;
+  #disposed = false;
+  #keepsTensor: boolean;
+  #group: { disposed: boolean } | null;
+  constructor(
+    address: number,
+    shape: readonly number[],
+    group: { disposed: boolean },
+  ) {
+    this.#address = address;
+    this.#shape = shape;
+    this.#dtype = "float32";
+    this.#device = 0;
+    this.#byteLength = 48;
+    this.#block = 1;
+    this.#offset = address;
+    this.#packed = true;
+    this.#holder = null;
+    this.#keepsTensor = false;
+    this.#group = group;
+  }
+  get address(): number {
+    if (this.#disposed || (this.#group !== null && this.#group.disposed)) {
+      throw new Error("disposed");
+    }
+    return this.#address;
+  }
+  get shape(): readonly number[] {
+    return this.#shape;
+  }
+}
+
+/**
+ * The engine's own cost of what the take and the read cannot avoid: 528
+ * objects like a DeviceTensor made and each read once (shape, address), ms
+ * per batch, `rounds` times; no library call.
+ */
+function objectFloor(rounds: number): number[] {
+  const shape = Object.freeze([4, 3]);
+  const group = { disposed: false };
+  const perRound: number[] = [];
+  let sink = 0;
+  for (let r = 0; r < rounds; r++) {
+    const t0 = performance.now();
+    const made = new Array<Bare>(528);
+    for (let i = 0; i < 528; i++) made[i] = new Bare(i * 64, shape, group);
+    for (let i = 0; i < 528; i++) sink += made[i]!.shape[0]! + made[i]!.address;
+    perRound.push(performance.now() - t0);
+  }
+  if (Number.isNaN(sink)) throw new Error("unreachable"); // keeps the reads
+  return perRound;
 }

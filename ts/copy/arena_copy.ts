@@ -14,7 +14,7 @@ import { checkedShape, elementCount } from "../tensor/shape.ts";
 import type { Device } from "../gpu/device.ts";
 import { otherCopyError, otherCopyMark } from "../base/copy_identity.ts";
 import { invalidArgument, mapEntries, MtcError, Status } from "../base/errors.ts";
-import { isDetached, viewBuffer, viewByteLength, viewByteOffset } from "../base/views.ts";
+import { isDetached, viewBuffer, viewByteLength } from "../base/views.ts";
 import type { AsyncCopyHandle } from "./handle.ts";
 import type { CopyOptions } from "./options.ts";
 import { ARRAY, formatPath, MAP, OBJECT, type PathNode } from "./path.ts";

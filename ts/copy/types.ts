@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { DeviceTensor, HostLeaf } from "../tensor/device_tensor.ts";
+import type { DeviceTensor } from "../tensor/device_tensor.ts";
 import type { TypedArray } from "../tensor/dtype.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { Device } from "../gpu/device.ts";

@@ -8,7 +8,7 @@
 
 import { DTYPE_SIZE, type DType, isDType, type StorageFor, viewStorage } from "./dtype.ts";
 import { checkedShape, elementCount, showShape, tooLarge } from "./shape.ts";
-import { Tensor, trustedTensor } from "./tensor.ts";
+import { type Tensor, trustedTensor } from "./tensor.ts";
 import { pinnedBuffer } from "./host_output.ts";
 import { CURRENT_CUDA, type Device, parseDevice } from "../gpu/device.ts";
 import { cudaOrdinal } from "../gpu/stream.ts";

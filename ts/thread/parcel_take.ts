@@ -14,7 +14,7 @@
  */
 
 import { MtcError, Status, statusName } from "../base/errors.ts";
-import { library, type MtcLibrary } from "../ffi/library.ts";
+import type { MtcLibrary } from "../ffi/library.ts";
 import { releaseBlockRef, releasePlanRef, threadOwnerId } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
 import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts";

@@ -36,7 +36,6 @@ import {
   PINNED,
   readingMessage,
   shown,
-  type Template,
   TENSOR,
 } from "./message.ts";
 import { build } from "./build.ts";
