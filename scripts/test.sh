@@ -129,6 +129,7 @@ suite "Python example, no driver: the host path (examples/python/copy_batch.py)"
 suite "TypeScript layout: no import cycle (dpdm), folders in order, no file above 400 lines" bash scripts/check_ts_layout.sh
 suite "type check: tsc with bun-types" node_modules/.bin/tsc -p tsconfig.json --noEmit
 suite "type check: deno check" "$DENO" check ts/mod.ts ts/npm.ts ts/worker.ts tests/ts tests/gpu examples bench
+suite "lint: deno lint of the library, examples, benchmarks and scripts" "$DENO" lint ts examples bench scripts
 suite "type check: the README's TypeScript blocks under bun init's tsconfig (tsc) and deno check" bash scripts/check_readme_ts.sh
 suite "type check: the doc comments' TypeScript examples under bun init's tsconfig (tsc) and deno check" doc_examples
 suite "the README's benchmark figures are docs/BENCHMARKS.md's (the check proves itself first)" \
