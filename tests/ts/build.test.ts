@@ -91,3 +91,14 @@ test("build: a very deep template is built, and each result is new", () => {
   assert(first !== second && first.a !== second.a, "fresh containers for each build");
   assertEquals([first.a[0], second.a[0]], [1, 2]);
 });
+
+test("build: a container of very many values takes the loop (a literal that large overflows a stack), and is right", () => {
+  const count = 800_000;
+  const containers = [[ARRAY, ...Array.from({ length: count }, () => DATA)]];
+  const data = Array.from({ length: count }, (_, i) => i);
+  const result = both(containers, [], data, false) as number[];
+  assertSame(result.length, count);
+  assertSame(result[count - 1], count - 1);
+  // Under the limit, the same shape compiles.
+  assertSame(compiledOf(checkedTemplate(JSON.stringify([[ARRAY, ...Array.from({ length: 1000 }, () => DATA)]]))) !== null, true);
+});

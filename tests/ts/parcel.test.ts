@@ -2,7 +2,7 @@
 // the pinned blocks it reads), the layout once; the receiver waits for the
 // copy; the sender terminated during it; edited, replayed and stale
 // messages. Emulated driver.
-import { DeviceTensor, disposeMoved, dropMoved, type Moved, MtcError, ownerAlive, Status, takeResult, Tensor } from "../../ts/mod.ts";
+import { DeviceTensor, disposeMoved, dropMoved, type Moved, moveResult, MtcError, ownerAlive, prepareCopy, Status, takeResult, Tensor } from "../../ts/mod.ts";
 import { takeWaits } from "../../ts/thread/parcel_take.ts";
 import { fakeDriver, skipWithoutDriver } from "./fake_driver.ts";
 import { assert, assertEquals, assertSame, assertThrows, test } from "./harness.ts";
@@ -218,4 +218,27 @@ parcelTest("a layout message whose field is a getter that throws: an MtcError sa
   worker.terminate();
   await until(() => !ownerAlive(owner));
   await expectCountersBack(before, "everything back");
+});
+
+parcelTest("a layout in use stays, however many others come and go (the least recently used are forgotten)", async () => {
+  const before = await settledCounters();
+  const sample = { a: new Float32Array(8).fill(1) };
+  const kept = prepareCopy(sample, "cuda:0");
+  const take = (value: Moved) => {
+    const result = takeResult(value) as { a?: DeviceTensor; b?: DeviceTensor };
+    const first = (result.a ?? result.b)!.toHost() as Float32Array;
+    disposeMoved(result);
+    return first[0];
+  };
+  assertSame(take(moveResult(kept.start(sample))), 1);
+  // More layouts than the receiver keeps (256), taken one after the other; the kept one is used now and then.
+  for (let i = 0; i < 300; i++) {
+    const other = { b: new Float32Array(4 + i).fill(2) };
+    const once = prepareCopy(other, "cuda:0");
+    assertSame(take(moveResult(once.start(other))), 2);
+    once.dispose();
+    if (i % 100 === 99) assertSame(take(moveResult(kept.start(sample))), 1, `after ${i + 1} other layouts`);
+  }
+  kept.dispose();
+  await expectCountersBack(before, "every plan and block given back");
 });

@@ -19,7 +19,7 @@ import type { AsyncCopyHandle } from "./handle.ts";
 import type { CopyOptions } from "./options.ts";
 import { ARRAY, formatPath, MAP, OBJECT, type PathNode } from "./path.ts";
 import { startCopy } from "./start_copy.ts";
-import { setValue } from "./traversal.ts";
+import { defineKey, reachesPrototype, setValue } from "./traversal.ts";
 
 /** A container of the mirror: where it sits in the batch (for paths), and the new container. */
 interface Container extends PathNode {
@@ -193,7 +193,7 @@ function mirrorObject(value: Record<string, unknown>, node: Container | null, ke
     const k = keys[i]!;
     const item = value[k];
     const mirrored = typeof item !== "object" || item === null ? item : visit(item, here, k, w);
-    if (k === "__proto__") setValue(out, OBJECT, k, mirrored); // a key, not the prototype
+    if (reachesPrototype(k)) defineKey(out, k, mirrored); // a key, not the prototype's
     else out[k] = mirrored;
   }
   leave(w, value);

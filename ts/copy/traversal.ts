@@ -171,10 +171,24 @@ function pathOf(root: unknown, value: unknown): string | undefined {
 export function setValue(output: object, kind: Kind, key: unknown, value: unknown): void {
   if (kind === ARRAY) (output as unknown[])[key as number] = value;
   else if (kind === MAP) (output as Map<unknown, unknown>).set(key, value);
-  else if (key === "__proto__") {
-    // An own "__proto__" key (JSON.parse makes them) must stay a key, not become the prototype.
-    Object.defineProperty(output, key, { value, writable: true, enumerable: true, configurable: true });
-  } else (output as Record<string, unknown>)[key as string] = value;
+  else if (reachesPrototype(key as string)) defineKey(output, key as string, value);
+  else (output as Record<string, unknown>)[key as string] = value;
+}
+
+/**
+ * True when assigning `key` on a new plain object would reach
+ * Object.prototype instead of making an own key: "__proto__" (it would set
+ * the prototype), a key the prototype holds read-only (a frozen
+ * Object.prototype's "constructor") or as an accessor (a setter someone
+ * added, which would take the value). Such keys are defined (defineKey).
+ */
+export function reachesPrototype(key: string): boolean {
+  return key in Object.prototype;
+}
+
+/** Makes `key` an own, writable, enumerable key of `object` holding `value`, whatever its prototype has. */
+export function defineKey(object: object, key: string, value: unknown): void {
+  Object.defineProperty(object, key, { value, writable: true, enumerable: true, configurable: true });
 }
 
 /** Puts `value` at leaf i's place in the output ("cpu" targets). */

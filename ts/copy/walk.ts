@@ -21,7 +21,7 @@ import { describeArray, describeDeviceTensor, describeTensor, type PointerOf, re
 import { cloneArray, cloneTensor } from "./host_clone.ts";
 import { ARRAY, formatPath, MAP, OBJECT } from "./path.ts";
 import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
-import { type Descriptors, type Frame, setValue, Traversal } from "./traversal.ts";
+import { defineKey, type Descriptors, type Frame, reachesPrototype, setValue, Traversal } from "./traversal.ts";
 
 export { formatPath, type PathNode } from "./path.ts";
 export { leafPath, place, Traversal } from "./traversal.ts";
@@ -116,7 +116,7 @@ function walkInto(t: Traversal, data: unknown, state: WalkState, pointerOf: Poin
         const key = keys[i]!;
         const v = input[key];
         const placed = typeof v !== "object" || v === null ? v : visit(t, v, f, key, state, pointerOf);
-        if (key === "__proto__") setValue(out, OBJECT, key, placed);
+        if (reachesPrototype(key)) defineKey(out, key, placed);
         else out[key] = placed;
         if (stack.length !== depth) break;
       }

@@ -15,6 +15,7 @@
  * @module
  */
 
+import { defineKey, reachesPrototype } from "../copy/traversal.ts";
 import { ARRAY, BARE_OBJECT, DATA, LEAF, MAP, type Template } from "./message.ts";
 
 /** Containers of a template filled with leaves and data. */
@@ -22,8 +23,13 @@ export type Build = (template: Template, leaves: unknown[], data: unknown[]) => 
 
 type Compiled = (leaves: unknown[], data: unknown[]) => unknown;
 
-/** Past these, the generic loop: code this large or nested this deep costs more to compile than it saves. */
+/**
+ * Past these, the generic loop: code this large or nested this deep costs
+ * more to compile than it saves, and a literal of hundreds of thousands of
+ * values overflows JavaScriptCore's stack when it runs.
+ */
 const MAX_COMPILED_CONTAINERS = 4096;
+const MAX_COMPILED_ENTRIES = 20_000;
 const MAX_COMPILED_DEPTH = 64;
 
 /** Each template's compiled builder (null: it takes the generic loop). Templates are kept by message.ts, once per text. */
@@ -32,7 +38,14 @@ const compiled = new WeakMap<Template, Compiled | null>();
 /** The containers of `template`, filled with `leaves` and `data`. */
 export const build: Build = (template, leaves, data) => {
   const fn = compiledOf(template);
-  return fn !== null ? fn(leaves, data) : buildEach(template, leaves, data);
+  if (fn === null) return buildEach(template, leaves, data);
+  try {
+    return fn(leaves, data);
+  } catch {
+    // Not expected under the limits above; the loop gives the same result, and this template takes it from now on.
+    compiled.set(template, null);
+    return buildEach(template, leaves, data);
+  }
 };
 
 /** @internal The template's compiled builder, compiled on first use; null when it takes the generic loop. */
@@ -75,8 +88,8 @@ export function buildEach(template: Template, leaves: unknown[], data: unknown[]
       for (let i = 1; i < entries.length; i += 2) {
         const key = entries[i] as string;
         const v = value(entries[i + 1] as number);
-        // "__proto__" assigned would set the prototype: an own key, as the sender had it.
-        if (key === "__proto__") Object.defineProperty(object, key, { value: v, writable: true, enumerable: true, configurable: true });
+        // "__proto__" assigned would set the prototype (and a setter on Object.prototype take the value): an own key, as the sender had it.
+        if (reachesPrototype(key)) defineKey(object, key, v);
         else object[key] = v;
       }
     }
@@ -93,6 +106,9 @@ function compile(template: Template): Compiled | null {
   const containers = template.containers;
   const count = containers.length;
   if (count === 0 || count > MAX_COMPILED_CONTAINERS) return null;
+  let entries = 0;
+  for (const container of containers) entries += container.length;
+  if (entries > MAX_COMPILED_ENTRIES) return null;
   // Forward, in the generic build's order: which leaf and datum each entry takes, and each container's depth.
   const code: string[][] = containers.map(() => []);
   const depth = new Int32Array(count);

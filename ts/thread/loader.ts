@@ -276,9 +276,7 @@ export class Loader<T> implements AsyncIterableIterator<T, undefined>, AsyncDisp
         this.#take(index, moved, waiter);
       }
     }
-    // Nobody waits: a watch timer set meanwhile finds no waiter when it fires, and is not set
-    // again. Not cleared here: setting and clearing a timer for every batch cost more than
-    // the rest of the loop's bookkeeping.
+    // Nobody waits. A watch timer is left to find that when it fires: one per batch cost more than the rest.
   }
 
   #take(index: number, moved: Moved, waiter: Waiter<T>): void {

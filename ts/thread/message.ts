@@ -275,18 +275,18 @@ export interface Template {
   readonly data: number;
 }
 
-/** Checked templates by their text; a loader sends one structure again and again. */
+/** Checked templates by their text, least recently used first; a loader sends one structure again and again. */
 const templates = new Map<string, Template>();
-const MAX_TEMPLATES = 64;
+const MAX_TEMPLATES = 256;
 
-/** The template of `text`, parsed and checked (once per distinct text); throws MtcError. */
+/** The template of `text`, parsed and checked (once per distinct text while it is kept); throws MtcError. */
 export function checkedTemplate(text: string): Template {
   let template = templates.get(text);
   if (template === undefined) {
     template = checkTemplate(text);
-    if (templates.size >= MAX_TEMPLATES) templates.clear();
-    templates.set(text, template);
-  }
+    if (templates.size >= MAX_TEMPLATES) templates.delete(templates.keys().next().value!);
+  } else templates.delete(text);
+  templates.set(text, template);
   return template;
 }
 

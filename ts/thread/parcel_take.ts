@@ -37,7 +37,7 @@ interface HeldLayout {
   readonly keeps: Uint8Array;
 }
 
-/** Layouts received, by id; the oldest are forgotten past this many. */
+/** Layouts received, by id, least recently used first; those are forgotten past this many. */
 const MAX_LAYOUTS = 256;
 const layouts = new Map<number, HeldLayout>();
 
@@ -109,6 +109,16 @@ function checkLayout(shape: unknown): HeldLayout {
   return { template, root: root as number, leaves, data, leafOfPlan, dtypes, shapes, bytes, keeps };
 }
 
+/** The layout kept under `id`, now the most recently used: the least recently used go first. */
+function used(id: number): HeldLayout | undefined {
+  const layout = layouts.get(id);
+  if (layout !== undefined) {
+    layouts.delete(id);
+    layouts.set(id, layout);
+  }
+  return layout;
+}
+
 /** Keeps a layout under `id` (its first parcel's, taken). */
 function keep(id: number, layout: HeldLayout): void {
   if (layouts.size >= MAX_LAYOUTS) layouts.delete(layouts.keys().next().value!);
@@ -160,7 +170,7 @@ export function takeLayoutParcel(lib: MtcLibrary, parcel: number, id: unknown, s
   if (!isIndex(id as number) || (id as number) === 0) throw damaged("takeResult", `its layout id is ${shown(id)}`);
   // A layout comes with the message whose parcel's id it takes; it is kept once that parcel was taken.
   if (shape !== undefined && id !== parcel) throw damaged("takeResult", `it brings layout ${id as number}, which is not its parcel's id`);
-  const layout = shape !== undefined ? checkLayout(shape) : layouts.get(id as number);
+  const layout = shape !== undefined ? checkLayout(shape) : used(id as number);
   if (layout === undefined) {
     throw new MtcError(
       Status.MTC_ERR_INVALID_STATE,
