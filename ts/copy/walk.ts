@@ -21,7 +21,7 @@ import { describeArray, describeDeviceTensor, describeTensor, type PointerOf, re
 import { cloneArray, cloneTensor } from "./host_clone.ts";
 import { ARRAY, formatPath, MAP, OBJECT } from "./path.ts";
 import { checkNumberArray, checkPassThrough, checkTensorLookAlike } from "./strict.ts";
-import { defineKey, type Descriptors, type Frame, reachesPrototype, setValue, Traversal } from "./traversal.ts";
+import { defineKey, type Descriptors, type Frame, reachesPrototype, Traversal } from "./traversal.ts";
 
 export { formatPath, type PathNode } from "./path.ts";
 export { leafPath, place, Traversal } from "./traversal.ts";
