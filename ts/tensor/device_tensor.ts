@@ -16,7 +16,7 @@ import { invalidArgument, MtcError, showValue, Status } from "../base/errors.ts"
 import { defineInspect } from "../base/inspect.ts";
 import { markClass } from "../base/copy_identity.ts";
 import { library } from "../ffi/library.ts";
-import { frozenShape, showShape, tooLarge } from "./shape.ts";
+import { frozenShape, shapeEntries, showShape, tooLarge } from "./shape.ts";
 import { Tensor } from "./tensor.ts";
 import type { ResultGroup } from "./result_group.ts";
 import { DTYPE_SIZE, isDType } from "./dtype.ts";
@@ -363,7 +363,7 @@ function allocate(what: string, shape: readonly number[], dtype: DType, device: 
   const call = `DeviceTensor.${what}`;
   if (!isDType(dtype)) throw invalidArgument(`${call}: unknown dtype ${showValue(dtype)}`);
   if (!Array.isArray(shape)) throw invalidArgument(`${call}: the shape must be an array of integers >= 0, got ${showValue(shape)}`);
-  const extents = shape.slice(); // each extent read once: what is checked is what is kept
+  const extents = shapeEntries(shape) as number[]; // each extent read once: what is checked is what is kept
   let count = 1;
   for (const extent of extents) {
     if (!Number.isSafeInteger(extent) || extent < 0) {

@@ -15,13 +15,14 @@
 
 import { MtcError, Status, statusName } from "../base/errors.ts";
 import type { MtcLibrary } from "../ffi/library.ts";
-import { releaseBlockRef, releasePlanRef, threadOwnerId } from "../ffi/owner.ts";
+import { releaseBlockRef, releasePlanRef } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
 import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts";
 import { type DType, DTYPE_SIZE, DTYPES } from "../tensor/dtype.ts";
 import { ResultGroup } from "../tensor/result_group.ts";
 import { frozenShape } from "../tensor/shape.ts";
 import type { Build } from "./build.ts";
+import { describeParcel, takeParcel } from "./parcel_calls.ts";
 import { checkedTemplate, damaged, DATA, KEEPS_TENSOR, LAYOUT_FIELDS, LEAF, leafPath, shown, type Template } from "./message.ts";
 
 /** A layout this thread received, checked. Leaf k is the template's k-th leaf; planLeaf[k] its index in the copy's plan. */
@@ -49,7 +50,6 @@ export const takeWaits = { ms: 0, count: 0 };
 
 const REF_PLAN = 2;
 const REF_BLOCK = 1;
-const ENTRY_WORDS = 12;
 const RESULT_WORDS = 8;
 const RESULT_PACKED = 2;
 const TWO_32 = 4294967296;
@@ -126,39 +126,6 @@ function keep(id: number, layout: HeldLayout): void {
 }
 
 
-/** One reference a parcel holds, as C describes it. */
-interface Held {
-  ref: bigint;
-  object: number;
-  kind: number;
-  pinned: boolean;
-}
-
-/** What the parcel holds, from C (every entry). */
-function describe(lib: MtcLibrary, parcel: number): Held[] {
-  const sym = lib.symbols;
-  let capacity = 8;
-  for (;;) {
-    const words = new Uint32Array(capacity * ENTRY_WORDS);
-    const count = new Uint32Array(1);
-    const status = sym.mtc_parcel_describe!(parcel, words, capacity, count);
-    if (status === Status.MTC_ERR_INVALID_STATE) {
-      throw new MtcError(status, `takeResult: this result was taken already, or dropped, or it was moved in another process (parcel ${parcel} is unknown here)`);
-    }
-    if (status !== Status.MTC_OK) throw damaged("takeResult", sym.mtc_last_error());
-    if (count[0]! > capacity) {
-      capacity = count[0]!;
-      continue;
-    }
-    const refs = new BigUint64Array(words.buffer);
-    const held: Held[] = [];
-    for (let i = 0, w = 0; i < count[0]!; i++, w += ENTRY_WORDS) {
-      held.push({ ref: refs[w / 2]!, object: words[w + 2]! + words[w + 3]! * TWO_32, kind: words[w + 8]!, pinned: words[w + 10] === 1 });
-    }
-    return held;
-  }
-}
-
 /**
  * Takes a message of a prepared copy moved while it runs; its fields were
  * read once by take.ts. Waits on this thread for the copy (the copy's own
@@ -183,20 +150,15 @@ export function takeLayoutParcel(lib: MtcLibrary, parcel: number, id: unknown, s
   const data = new Array<unknown>(length);
   for (let i = 0; i < length; i++) data[i] = givenData[i];
   if (parcel === 0 || lib.symbols.mtc_parcel_describe === undefined) throw damaged("takeResult", "it names no parcel");
-  const held = describe(lib, parcel);
+  const held = describeParcel(lib, parcel);
   if (held.length === 0 || held[0]!.kind !== REF_PLAN || held.slice(1).some((h) => h.kind !== REF_BLOCK || !h.pinned)) {
     throw damaged("takeResult", "its parcel holds no copy of a prepared layout (a plan, and the pinned blocks it reads)");
   }
-  const refs = new BigUint64Array(held.length);
-  held.forEach((h, i) => (refs[i] = h.ref));
-  const status = lib.symbols.mtc_parcel_take!(parcel, threadOwnerId(), refs, held.length);
-  if (status !== Status.MTC_OK) {
-    throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken meanwhile, or dropped (parcel ${parcel}): ${lib.symbols.mtc_last_error()}`);
-  }
+  takeParcel(lib, parcel, held);
   if (shape !== undefined) keep(parcel, layout);
   try {
     // From here on the parcel is this thread's: a result that does not fit its layout is refused, and what the parcel held given back.
-    return settle(lib, held[0]!.object, layout, data, build);
+    return settle(lib, held[0]!.block, layout, data, build);
   } finally {
     // The copy is over (or failed): the plan and the sources it read go back; the result holds its blocks.
     releasePlanRef(Number(held[0]!.ref));

@@ -15,7 +15,7 @@
 import { MtcError, Status } from "../base/errors.ts";
 import { viewKind } from "../base/views.ts";
 import { library, type MtcLibrary } from "../ffi/library.ts";
-import { releaseBlockRef, threadOwnerId } from "../ffi/owner.ts";
+import { releaseBlockRef } from "../ffi/owner.ts";
 import { BlockHolder } from "../gpu/block.ts";
 import { type DeviceTensor, makeDeviceTensor } from "../tensor/device_tensor.ts";
 import { DTYPES } from "../tensor/dtype.ts";
@@ -40,6 +40,7 @@ import {
 } from "./message.ts";
 import { build } from "./build.ts";
 import { takeLayoutParcel } from "./parcel_take.ts";
+import { describeParcel, takeParcel } from "./parcel_calls.ts";
 import { type Checked, checkRows, type Entry, type Layout, pinnedLeaf, type Received } from "./take_rows.ts";
 
 /**
@@ -113,58 +114,6 @@ function readMessage(message: unknown): Received {
 }
 
 const EMPTY = new Float64Array(0);
-
-const ENTRY_WORDS = 12; // 48 bytes
-
-/**
- * What the parcel holds, from C: up to `capacity` entries, and refused when
- * it holds another number of them (the message names blocks it does not
- * hold, or leaves some unnamed). An id that is no live parcel of this
- * process (taken, dropped, stale, forged) is MTC_ERR_INVALID_STATE.
- */
-function describeParcel(lib: MtcLibrary, parcel: number, capacity: number): Entry[] {
-  const describe = lib.symbols.mtc_parcel_describe;
-  if (describe === undefined) {
-    if (parcel === 0 && capacity === 0) return [];
-    throw new MtcError(Status.MTC_ERR_UNSUPPORTED, "takeResult: this libmtc has no mtc_parcel_describe (older than the bindings): results in GPU or pinned memory cannot move");
-  }
-  if (parcel === 0) throw damaged("takeResult", "it names no parcel (every message of this libmtc has one)");
-  const words = new Uint32Array(Math.max(capacity, 1) * ENTRY_WORDS);
-  const count = new Uint32Array(1);
-  const status = describe(parcel, words, capacity, count);
-  if (status === Status.MTC_ERR_INVALID_STATE) {
-    throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken already, or dropped, or it was moved in another process (parcel ${parcel} is unknown here)`);
-  }
-  if (status !== Status.MTC_OK) throw damaged("takeResult", lib.symbols.mtc_last_error());
-  if (count[0] !== capacity) throw damaged("takeResult", `its leaves name ${capacity} blocks but its parcel holds ${count[0]}`);
-  const refs = new BigUint64Array(words.buffer);
-  const entries: Entry[] = [];
-  for (let i = 0, w = 0; i < capacity; i++, w += ENTRY_WORDS) {
-    entries.push({
-      ref: refs[w / 2]!,
-      block: words[w + 2]! + words[w + 3]! * 4294967296,
-      address: words[w + 4]! + words[w + 5]! * 4294967296,
-      bytes: words[w + 6]! + words[w + 7]! * 4294967296,
-      kind: words[w + 8]!,
-      device: words[w + 9]! | 0,
-      // Host memory a pinned leaf may view: page-locked, or pageable where there is no GPU (mtc/pinned.h).
-      pinned: words[w + 10] === 1 || (words[w + 9]! | 0) === -1,
-    });
-  }
-  return entries;
-}
-
-/** Takes the parcel into this thread's owner if it still holds exactly `entries` (what was checked). */
-function takeParcel(lib: MtcLibrary, parcel: number, entries: Entry[]): void {
-  const take = lib.symbols.mtc_parcel_take;
-  if (take === undefined) return; // no parcels: describeParcel allowed only a message with no references
-  const refs = new BigUint64Array(Math.max(entries.length, 1));
-  for (let i = 0; i < entries.length; i++) refs[i] = entries[i]!.ref;
-  const status = take(parcel, threadOwnerId(), refs, entries.length);
-  if (status !== Status.MTC_OK) {
-    throw new MtcError(Status.MTC_ERR_INVALID_STATE, `takeResult: this result was taken meanwhile, or dropped (parcel ${parcel}): ${lib.symbols.mtc_last_error()}`);
-  }
-}
 
 /** Every leaf, in order, from its checked row; the parcel's refs become the holders'. */
 function makeLeaves(lib: MtcLibrary, nums: Float64Array, checked: Checked): unknown[] {
