@@ -352,3 +352,48 @@ test("new PreparedCopy() and new PreparedCopyInto() are refused: only prepareCop
   assertThrows(() => new Copy(Symbol("made by prepareCopy"), forged, 0, {}, new Uint32Array(10), new Uint8Array(0), 0x1234, null), MtcError, "made by prepareCopy");
   assertThrows(() => new Into(Symbol("made by prepareCopyInto"), forged), MtcError, "made by prepareCopyInto");
 });
+
+test("a getter that resets or disposes the arena a batch lies in, after its leaves were read: refused, nothing copied", async () => {
+  for (const how of ["reset", "dispose"] as const) {
+    const mark = poolMark();
+    const arena = Arena.create(1 << 16);
+    const make = (seed: number) => {
+      const leaves = [0, 1, 2].map((i) => {
+        const a = arena.array("float32", 8);
+        a.set(patterned(Float32Array, 8, seed + i));
+        return a;
+      });
+      return { a: leaves[0]!, b: leaves[1]!, c: leaves[2]! } as Record<string, unknown>;
+    };
+    const prepared = prepareCopy(make(1), "cuda:0");
+    arena.tryReset();
+    const batch = make(2);
+    const last = batch.c;
+    // Read after a and b: frees the memory they lie in (their views read empty from now on).
+    Object.defineProperty(batch, "c", { enumerable: true, get: () => (how === "reset" ? arena.tryReset() : arena.dispose(), last) });
+    const e = assertThrows(() => prepared.start(batch as ReturnType<typeof make>), MtcError);
+    assert(e.path === ".a" || e.path === ".b" || e.path === ".c", `${how}: the error names a leaf of the arena: ${e.path} ${e.message}`);
+    prepared.dispose();
+    arena.dispose();
+    assertPoolsBack(mark, how);
+  }
+}, { skip });
+
+test("pageable leaves of a prepared batch are staged; only pinned memory of the library's is read in place", async () => {
+  using arena = Arena.create(1 << 16);
+  const make = (seed: number) => {
+    arena.tryReset();
+    const inArena = arena.array("float32", 16);
+    inArena.set(patterned(Float32Array, 16, seed));
+    return { pageable: [patterned(Float32Array, 16, seed + 1), patterned(Int32Array, 8, seed + 2), patterned(Int32Array, 8, seed + 3)], inArena };
+  };
+  using prepared = prepareCopy(make(1), "cuda:0");
+  for (const seed of [2, 3]) {
+    const handle = prepared.start(make(seed * 10));
+    const got = await handle;
+    const stats = handle.stats();
+    assertSame(stats.leavesDirect, 1, `batch ${seed}: the arena's leaf read in place`);
+    assertSame(stats.bytesStaged, 16 * 4 + 2 * 8 * 4, `batch ${seed}: every pageable byte staged`);
+    prepared.disposeResult(got);
+  }
+}, { skip });
