@@ -353,7 +353,7 @@ test("new PreparedCopy() and new PreparedCopyInto() are refused: only prepareCop
   assertThrows(() => new Into(Symbol("made by prepareCopyInto"), forged), MtcError, "made by prepareCopyInto");
 });
 
-test("a getter that resets or disposes the arena a batch lies in, after its leaves were read: refused, nothing copied", async () => {
+test("a getter that resets or disposes the arena a batch lies in, after its leaves were read: refused, nothing copied", () => {
   for (const how of ["reset", "dispose"] as const) {
     const mark = poolMark();
     const arena = Arena.create(1 << 16);
