@@ -102,3 +102,34 @@ test("build: a container of very many values takes the loop (a literal that larg
   // Under the limit, the same shape compiles.
   assertSame(compiledOf(checkedTemplate(JSON.stringify([[ARRAY, ...Array.from({ length: 1000 }, () => DATA)]]))) !== null, true);
 });
+
+test("build: a realm whose JSON.stringify was replaced afterwards still builds what was sent", () => {
+  const stringify = JSON.stringify;
+  const template = checkedTemplate(stringify([[OBJECT, "replaced stringify", LEAF, "two", 1], [ARRAY, LEAF]]));
+  JSON.stringify = () => {
+    throw new Error("replaced");
+  };
+  try {
+    assertSame(compiledOf(template) !== null, true, "compiled with the JSON.stringify the library found");
+    const result = build(template, ["a", "b"], []) as Record<string, unknown>;
+    assertEquals(result["replaced stringify"], "a");
+    assertEquals(result.two, ["b"]);
+  } finally {
+    JSON.stringify = stringify;
+  }
+});
+
+test("build: a compiler stopped by the realm's own code (Array.prototype.map replaced) leaves the loop to build", () => {
+  const template = checkedTemplate(JSON.stringify([[OBJECT, "replaced map", LEAF, "two", 1], [ARRAY, LEAF]]));
+  const map = Array.prototype.map;
+  Array.prototype.map = () => {
+    throw new Error("replaced");
+  };
+  try {
+    const result = build(template, ["a", "b"], []) as Record<string, unknown>;
+    assertEquals([result["replaced map"], (result.two as unknown[])[0]], ["a", "b"]);
+  } finally {
+    Array.prototype.map = map;
+  }
+  assertSame(compiledOf(template), null, "the loop, from now on");
+});

@@ -23,6 +23,9 @@ export type Build = (template: Template, leaves: unknown[], data: unknown[]) => 
 
 type Compiled = (leaves: unknown[], data: unknown[]) => unknown;
 
+/** The realm's JSON.stringify as the library found it: keys are quoted by it, whatever code replaces it later. */
+const quote = JSON.stringify;
+
 /**
  * Past these, the generic loop: code this large or nested this deep costs
  * more to compile than it saves, and a literal of hundreds of thousands of
@@ -52,7 +55,11 @@ export const build: Build = (template, leaves, data) => {
 export function compiledOf(template: Template): Compiled | null {
   let fn = compiled.get(template);
   if (fn === undefined) {
-    fn = compile(template);
+    try {
+      fn = compile(template);
+    } catch {
+      fn = null; // whatever stops the compiler (the realm's JSON changed, say), the loop builds the same
+    }
     compiled.set(template, fn);
   }
   return fn;
@@ -144,7 +151,7 @@ function compile(template: Template): Compiled | null {
     } else {
       const fields: string[] = kind === BARE_OBJECT ? ["__proto__:null"] : [];
       for (let i = 1, v = 0; i < entries.length; i += 2, v++) {
-        const key = JSON.stringify(entries[i] as string);
+        const key = quote(entries[i] as string);
         // A computed "__proto__" is an own key; the plain one would set the prototype.
         fields.push(`${entries[i] === "__proto__" ? `[${key}]` : key}:${values[v]}`);
       }
