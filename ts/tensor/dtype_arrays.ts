@@ -6,30 +6,14 @@
  * @module
  */
 
-import type { DType, Float16ArrayLike, TypedArray } from "./dtype.ts";
+import type { DType, Float16ArrayLike, StorageFor, TypedArray } from "./dtype.ts";
 
 /**
  * The typed array kinds a {@link Tensor} of dtype `D` may hold as its data
  * (what its constructor accepts): {@link StorageFor} and, for "bool" and
  * "uint8", a Uint8ClampedArray too. `DataFor<DType>` is every kind.
  */
-export type DataFor<D extends DType> = {
-  bool: Uint8Array | Uint8ClampedArray;
-  int8: Int8Array;
-  int16: Int16Array;
-  int32: Int32Array;
-  int64: BigInt64Array;
-  uint8: Uint8Array | Uint8ClampedArray;
-  uint16: Uint16Array;
-  uint32: Uint32Array;
-  uint64: BigUint64Array;
-  float16: Float16ArrayLike | Uint16Array;
-  bfloat16: Uint16Array;
-  float32: Float32Array;
-  float64: Float64Array;
-  complex64: Float32Array;
-  complex128: Float64Array;
-}[D];
+export type DataFor<D extends DType> = StorageFor<D> | (D extends "bool" | "uint8" ? Uint8ClampedArray : never);
 
 /**
  * The dtype a bare typed array of kind `A` stands for (Float32Array:
